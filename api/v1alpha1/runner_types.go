@@ -1,0 +1,119 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RunnerPhase is where a runner is in its one-job life.
+// +kubebuilder:validation:Enum=Pending;Idle;Busy;Succeeded;Failed;Deleting
+type RunnerPhase string
+
+const (
+	// RunnerPending: registering with GitHub or waiting for its pod to come online.
+	RunnerPending RunnerPhase = "Pending"
+	// RunnerIdle: online on GitHub, waiting for a job.
+	RunnerIdle RunnerPhase = "Idle"
+	// RunnerBusy: running a job. A busy runner is never deleted by a scale-down.
+	RunnerBusy RunnerPhase = "Busy"
+	// RunnerSucceeded: its job finished and the runner exited cleanly.
+	RunnerSucceeded RunnerPhase = "Succeeded"
+	// RunnerFailed: it cannot recover; status.reason says why.
+	RunnerFailed RunnerPhase = "Failed"
+	// RunnerDeleting: being unregistered from GitHub and removed.
+	RunnerDeleting RunnerPhase = "Deleting"
+)
+
+// RunnerSpec is the desired state of a Runner.
+type RunnerSpec struct {
+	// poolName is the RunnerPool, in the same namespace, this runner belongs to.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="poolName is immutable"
+	PoolName string `json:"poolName"`
+}
+
+// RunnerJob identifies the GitHub Actions job a runner runs.
+type RunnerJob struct {
+	// id of the workflow job.
+	ID int64 `json:"id"`
+	// runID of the workflow run.
+	// +optional
+	RunID int64 `json:"runID,omitempty"`
+	// repository as OWNER/REPO.
+	// +optional
+	Repository string `json:"repository,omitempty"`
+	// workflow name.
+	// +optional
+	Workflow string `json:"workflow,omitempty"`
+}
+
+// RunnerStatus is the observed state of a Runner.
+type RunnerStatus struct {
+	// phase of the runner's life.
+	// +optional
+	Phase RunnerPhase `json:"phase,omitempty"`
+
+	// githubRunnerID is the runner's id on GitHub, once registered.
+	// +optional
+	GitHubRunnerID int64 `json:"githubRunnerID,omitempty"`
+
+	// githubRunnerName is the runner's name on GitHub.
+	// +optional
+	GitHubRunnerName string `json:"githubRunnerName,omitempty"`
+
+	// podName is the runner's pod.
+	// +optional
+	PodName string `json:"podName,omitempty"`
+
+	// job is the job the runner runs or ran.
+	// +optional
+	Job *RunnerJob `json:"job,omitempty"`
+
+	// reason is a CamelCase word for why the runner failed (see the Reason constants).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// message says, for a person, what happened and what to check.
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// registeredAt is when the runner was registered with GitHub.
+	// +optional
+	RegisteredAt *metav1.Time `json:"registeredAt,omitempty"`
+
+	// conditions of the runner.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Runner is one ephemeral GitHub Actions runner: registered just in time, runs one job
+// in its own pod, then goes away. Runners are created and removed by their RunnerPool.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=gantry
+// +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.poolName`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Job",type=integer,JSONPath=`.status.job.id`
+// +kubebuilder:printcolumn:name="Repository",type=string,JSONPath=`.status.job.repository`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Runner struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec RunnerSpec `json:"spec"`
+	// +optional
+	Status RunnerStatus `json:"status,omitempty"`
+}
+
+// RunnerList is a list of Runners.
+// +kubebuilder:object:root=true
+type RunnerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Runner `json:"items"`
+}

@@ -1,0 +1,203 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RegistrationMode says how a pool's runners register with GitHub.
+// +kubebuilder:validation:Enum=JIT;RegistrationToken
+type RegistrationMode string
+
+const (
+	// RegistrationModeJIT registers each runner with its own just-in-time configuration:
+	// one generate-jitconfig call per runner, no shared secret in any pod.
+	RegistrationModeJIT RegistrationMode = "JIT"
+	// RegistrationModeRegistrationToken shares one registration token (valid one hour)
+	// among the pool's runners: one API call serves many runners, for very large bursts.
+	RegistrationModeRegistrationToken RegistrationMode = "RegistrationToken"
+)
+
+// GitHubSpec says where a pool's runners register.
+type GitHubSpec struct {
+	// url is the scope the runners register in: a repository
+	// (https://github.com/OWNER/REPO), an organization (https://github.com/ORG) or an
+	// enterprise (https://github.com/enterprises/ENTERPRISE), on github.com or on a
+	// GitHub Enterprise Server host. It cannot be changed: create a new pool instead.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?/(enterprises/[A-Za-z0-9][A-Za-z0-9_.-]*|[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)?)/?$') && !self.matches('^https?://[^/]+/enterprises/?$')",message="github.url must be a repository (https://github.com/OWNER/REPO), organization (https://github.com/ORG) or enterprise (https://github.com/enterprises/ENTERPRISE) URL on github.com or a GitHub Enterprise Server host"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="github.url is immutable: create a new RunnerPool for another scope"
+	URL string `json:"url"`
+
+	// credentialsSecretRef names the Secret, in the pool's namespace, that holds the
+	// GitHub App (github_app_id, github_app_installation_id, github_app_private_key)
+	// or personal access token (github_token) the controller uses.
+	// +required
+	CredentialsSecretRef SecretReference `json:"credentialsSecretRef"`
+
+	// runnerGroup is the runner group the runners join (organization and enterprise
+	// scopes). Repository-scoped pools ignore it.
+	// +optional
+	// +kubebuilder:default=Default
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	RunnerGroup string `json:"runnerGroup,omitempty"`
+}
+
+// SecretReference names a Secret in the same namespace.
+type SecretReference struct {
+	// name of the Secret.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.size() > 0",message="github.credentialsSecretRef.name must name the Secret that holds the GitHub App or token credentials"
+	Name string `json:"name"`
+}
+
+// RecoverySpec bounds how long a runner may be stuck before Gantry replaces it.
+type RecoverySpec struct {
+	// pendingTimeout is how long a runner pod may stay unscheduled before the runner is
+	// failed as Unschedulable and replaced.
+	// +optional
+	// +kubebuilder:default="10m"
+	PendingTimeout metav1.Duration `json:"pendingTimeout,omitempty"`
+
+	// imagePullGracePeriod is how long a runner pod may fail to pull its image
+	// (ErrImagePull, ImagePullBackOff) before the runner is failed as ImagePullFailed.
+	// An invalid image name fails the runner at once.
+	// +optional
+	// +kubebuilder:default="2m"
+	ImagePullGracePeriod metav1.Duration `json:"imagePullGracePeriod,omitempty"`
+
+	// registrationTimeout is how long a running runner pod may take to come online on
+	// GitHub before the runner is failed as RegistrationTimeout.
+	// +optional
+	// +kubebuilder:default="5m"
+	RegistrationTimeout metav1.Duration `json:"registrationTimeout,omitempty"`
+
+	// nodeLostTimeout is how long a runner pod may stay terminating (its node gone)
+	// before it is force-deleted.
+	// +optional
+	// +kubebuilder:default="5m"
+	NodeLostTimeout metav1.Duration `json:"nodeLostTimeout,omitempty"`
+}
+
+// RunnerPoolSpec is the desired state of a RunnerPool.
+// +kubebuilder:validation:XValidation:rule="self.maxRunners >= self.minIdle",message="maxRunners must be greater than or equal to minIdle: raise maxRunners or lower minIdle"
+type RunnerPoolSpec struct {
+	// github says where the runners register and with which credentials.
+	// +required
+	GitHub GitHubSpec `json:"github"`
+
+	// labels are the runner's custom labels. A job lands in this pool when every label
+	// of its runs-on (case-insensitively) is one of these, self-hosted, or one of the
+	// runner's OS/architecture defaults.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	Labels []string `json:"labels,omitempty"`
+
+	// minIdle is how many idle runners are kept warm. 0 scales the pool to zero.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	MinIdle int32 `json:"minIdle"`
+
+	// maxRunners caps the runners alive at once (failed runners do not count).
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	MaxRunners int32 `json:"maxRunners"`
+
+	// registrationMode is how runners register: JIT (one just-in-time configuration per
+	// runner, the default) or RegistrationToken (one shared token for very large bursts).
+	// +optional
+	// +kubebuilder:default=JIT
+	RegistrationMode RegistrationMode `json:"registrationMode,omitempty"`
+
+	// recovery bounds how long a runner may be stuck before it is replaced.
+	// +optional
+	// +kubebuilder:default={}
+	Recovery RecoverySpec `json:"recovery,omitempty"`
+
+	// template is the pod each runner runs in. Its container named "runner" runs the
+	// GitHub Actions runner agent; Gantry passes it the JIT configuration from a Secret.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self.spec.containers.exists(c, c.name == 'runner')",message="template.spec.containers must include a container named \"runner\": it runs the GitHub Actions runner agent"
+	Template corev1.PodTemplateSpec `json:"template"`
+}
+
+// RunnerPoolStatus is the observed state of a RunnerPool.
+type RunnerPoolStatus struct {
+	// observedGeneration is the generation this status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// queuedJobs are jobs routed to this pool that no runner has picked up yet.
+	// +optional
+	QueuedJobs int32 `json:"queuedJobs"`
+
+	// desiredRunners is how many runners the pool wants alive now.
+	// +optional
+	DesiredRunners int32 `json:"desiredRunners"`
+
+	// pendingRunners are runners not yet online on GitHub (registering, pod starting).
+	// +optional
+	PendingRunners int32 `json:"pendingRunners"`
+
+	// idleRunners are online and waiting for a job.
+	// +optional
+	IdleRunners int32 `json:"idleRunners"`
+
+	// busyRunners are running a job.
+	// +optional
+	BusyRunners int32 `json:"busyRunners"`
+
+	// failedRunners are runners that ended in failure and are being cleaned up. They do
+	// not count against maxRunners.
+	// +optional
+	FailedRunners int32 `json:"failedRunners"`
+
+	// conditions: Ready, ScalingUp, ScalingDown, Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RunnerPool is a pool of ephemeral, just-in-time GitHub Actions runners: one fresh pod
+// per job, scaled from zero on demand.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rp;rpool,categories=gantry
+// +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=`.status.queuedJobs`,description="Jobs waiting for a runner"
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredRunners`
+// +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pendingRunners`
+// +kubebuilder:printcolumn:name="Idle",type=integer,JSONPath=`.status.idleRunners`
+// +kubebuilder:printcolumn:name="Busy",type=integer,JSONPath=`.status.busyRunners`
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.failedRunners`
+// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxRunners`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.github.url`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type RunnerPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec RunnerPoolSpec `json:"spec"`
+	// +optional
+	Status RunnerPoolStatus `json:"status,omitempty"`
+}
+
+// RunnerPoolList is a list of RunnerPools.
+// +kubebuilder:object:root=true
+type RunnerPoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RunnerPool `json:"items"`
+}

@@ -1,0 +1,240 @@
+// Package api tests Gantry's CRDs against a real kube-apiserver: defaults applied at
+// admission, and invalid RunnerPools refused with a message that says what to fix.
+package api
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/testenv"
+	"github.com/gantry-dev/gantry/internal/testutil"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestValidRunnerPoolIsStoredWithDefaults(t *testing.T) {
+	ns := env.Namespace(t)
+	// Only the required fields: everything else must come back defaulted.
+	pool := &v1alpha1.RunnerPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "linux-x64"},
+		Spec: v1alpha1.RunnerPoolSpec{
+			GitHub: v1alpha1.GitHubSpec{
+				URL:                  "https://github.com/my-org",
+				CredentialsSecretRef: v1alpha1.SecretReference{Name: "github-app"},
+			},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "runner", Image: "ghcr.io/actions/actions-runner:latest",
+			}}}},
+		},
+	}
+	// Send the spec without maxRunners so that the server's default applies.
+	raw := map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(),
+		"kind":       "RunnerPool",
+		"metadata":   map[string]any{"namespace": ns, "name": pool.Name},
+		"spec": map[string]any{
+			"github": map[string]any{
+				"url":                  pool.Spec.GitHub.URL,
+				"credentialsSecretRef": map[string]any{"name": "github-app"},
+			},
+			"template": map[string]any{"spec": map[string]any{"containers": []any{
+				map[string]any{"name": "runner", "image": "ghcr.io/actions/actions-runner:latest"},
+			}}},
+		},
+	}
+	if err := createRaw(t, raw); err != nil {
+		t.Fatalf("creating a minimal valid RunnerPool: %v", err)
+	}
+
+	var got v1alpha1.RunnerPool
+	if err := env.Client.Get(ctx(t), client.ObjectKey{Namespace: ns, Name: pool.Name}, &got); err != nil {
+		t.Fatalf("reading the pool back: %v", err)
+	}
+	want := v1alpha1.RunnerPoolSpec{
+		GitHub: v1alpha1.GitHubSpec{
+			URL:                  "https://github.com/my-org",
+			CredentialsSecretRef: v1alpha1.SecretReference{Name: "github-app"},
+			RunnerGroup:          "Default",
+		},
+		MinIdle:          0,
+		MaxRunners:       10,
+		RegistrationMode: v1alpha1.RegistrationModeJIT,
+		Recovery: v1alpha1.RecoverySpec{
+			PendingTimeout:       metav1.Duration{Duration: 10 * time.Minute},
+			ImagePullGracePeriod: metav1.Duration{Duration: 2 * time.Minute},
+			RegistrationTimeout:  metav1.Duration{Duration: 5 * time.Minute},
+			NodeLostTimeout:      metav1.Duration{Duration: 5 * time.Minute},
+		},
+		Template: pool.Spec.Template,
+	}
+	if diff := cmp.Diff(want, got.Spec); diff != "" {
+		t.Errorf("stored spec (-want +got):\n%s", diff)
+	}
+}
+
+func TestValidRunnerPoolsAreAccepted(t *testing.T) {
+	ns := env.Namespace(t)
+	tests := []struct {
+		name string
+		pool *v1alpha1.RunnerPool
+	}{
+		{"organization", testutil.RunnerPool(ns, "org").URL("https://github.com/my-org").Obj()},
+		{"repository", testutil.RunnerPool(ns, "repo").URL("https://github.com/my-org/my-repo").Obj()},
+		{"repository with trailing slash", testutil.RunnerPool(ns, "repo-slash").URL("https://github.com/my-org/my.repo_1/").Obj()},
+		{"enterprise", testutil.RunnerPool(ns, "ent").URL("https://github.com/enterprises/acme").Obj()},
+		{"GHES organization", testutil.RunnerPool(ns, "ghes").URL("https://ghe.example.com/platform").Obj()},
+		{"simulator on loopback", testutil.RunnerPool(ns, "sim").URL("http://127.0.0.1:8080/my-org").Obj()},
+		{"warm pool", testutil.RunnerPool(ns, "warm").MinIdle(5).MaxRunners(5).Obj()},
+		{"paused pool", testutil.RunnerPool(ns, "paused").MaxRunners(0).Obj()},
+		{"registration token mode", testutil.RunnerPool(ns, "token").Mode(v1alpha1.RegistrationModeRegistrationToken).Obj()},
+		{"sidecar next to the runner", testutil.RunnerPool(ns, "dind").Containers(
+			corev1.Container{Name: "dind", Image: "docker:dind"},
+			corev1.Container{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest"},
+		).Obj()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := env.Client.Create(ctx(t), tt.pool); err != nil {
+				t.Fatalf("valid pool refused: %v", err)
+			}
+		})
+	}
+}
+
+func TestInvalidRunnerPoolsAreRefusedWithAMessageThatSaysWhatToFix(t *testing.T) {
+	ns := env.Namespace(t)
+	tests := []struct {
+		name string
+		pool *v1alpha1.RunnerPool
+		// wantMessages must all appear in the admission error.
+		wantMessages []string
+	}{
+		{
+			name:         "maxRunners below minIdle",
+			pool:         testutil.RunnerPool(ns, "below").MinIdle(5).MaxRunners(2).Obj(),
+			wantMessages: []string{"maxRunners must be greater than or equal to minIdle", "raise maxRunners or lower minIdle"},
+		},
+		{
+			name: "template without a runner container",
+			pool: testutil.RunnerPool(ns, "no-runner").Containers(
+				corev1.Container{Name: "agent", Image: "ghcr.io/actions/actions-runner:latest"}).Obj(),
+			wantMessages: []string{`template.spec.containers must include a container named "runner"`},
+		},
+		{
+			name:         "github.url is not a GitHub scope URL",
+			pool:         testutil.RunnerPool(ns, "bad-url").URL("github.com/my-org").Obj(),
+			wantMessages: []string{"github.url must be a repository (https://github.com/OWNER/REPO), organization (https://github.com/ORG) or enterprise"},
+		},
+		{
+			name:         "github.url with too many path segments",
+			pool:         testutil.RunnerPool(ns, "deep-url").URL("https://github.com/my-org/my-repo/actions").Obj(),
+			wantMessages: []string{"github.url must be a repository"},
+		},
+		{
+			name:         "github.url names an enterprise without a slug",
+			pool:         testutil.RunnerPool(ns, "ent-url").URL("https://github.com/enterprises/").Obj(),
+			wantMessages: []string{"github.url must be a repository"},
+		},
+		{
+			name:         "github.url with a query",
+			pool:         testutil.RunnerPool(ns, "query-url").URL("https://github.com/my-org?tab=repos").Obj(),
+			wantMessages: []string{"github.url must be a repository"},
+		},
+		{
+			name:         "empty credentials secret name",
+			pool:         testutil.RunnerPool(ns, "no-secret").Credentials("").Obj(),
+			wantMessages: []string{"github.credentialsSecretRef.name must name the Secret"},
+		},
+		{
+			name:         "negative minIdle",
+			pool:         testutil.RunnerPool(ns, "neg").MinIdle(-1).Obj(),
+			wantMessages: []string{"spec.minIdle", "should be greater than or equal to 0"},
+		},
+		{
+			name:         "unknown registration mode",
+			pool:         testutil.RunnerPool(ns, "mode").Mode("Webhook").Obj(),
+			wantMessages: []string{"spec.registrationMode", `supported values: "JIT", "RegistrationToken"`},
+		},
+		{
+			name:         "empty label",
+			pool:         testutil.RunnerPool(ns, "empty-label").Labels("linux", "").Obj(),
+			wantMessages: []string{"spec.labels[1]", "at least 1 chars long"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := env.Client.Create(ctx(t), tt.pool)
+			if err == nil {
+				t.Fatal("invalid pool was accepted")
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("want an Invalid (422) admission error, got %v", err)
+			}
+			for _, want := range tt.wantMessages {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("admission error does not say %q:\n%v", want, err)
+				}
+			}
+		})
+	}
+}
+
+func TestGitHubURLIsImmutable(t *testing.T) {
+	ns := env.Namespace(t)
+	pool := testutil.RunnerPool(ns, "immutable").Obj()
+	if err := env.Client.Create(ctx(t), pool); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(pool.DeepCopy())
+	pool.Spec.GitHub.URL = "https://github.com/other-org"
+	err := env.Client.Patch(ctx(t), pool, patch)
+	if err == nil || !strings.Contains(err.Error(), "github.url is immutable") {
+		t.Fatalf("changing github.url: want an error saying it is immutable, got %v", err)
+	}
+}
+
+func TestRunnerPhaseIsValidated(t *testing.T) {
+	ns := env.Namespace(t)
+	r := &v1alpha1.Runner{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "r1"},
+		Spec:       v1alpha1.RunnerSpec{PoolName: "pool"},
+	}
+	if err := env.Client.Create(ctx(t), r); err != nil {
+		t.Fatalf("creating a runner: %v", err)
+	}
+	patch := client.MergeFrom(r.DeepCopy())
+	r.Status.Phase = "Exploded"
+	err := env.Client.Status().Patch(ctx(t), r, patch)
+	if err == nil || !strings.Contains(err.Error(), "status.phase") {
+		t.Fatalf("writing an unknown phase: want a status.phase validation error, got %v", err)
+	}
+	r.Status.Phase = v1alpha1.RunnerIdle
+	if err := env.Client.Status().Patch(ctx(t), r, patch); err != nil {
+		t.Fatalf("writing phase Idle: %v", err)
+	}
+}
+
+// createRaw creates an object from its JSON form, so that fields the Go types would
+// always send (such as maxRunners) can be left out and the server's defaults observed.
+func createRaw(t *testing.T, obj map[string]any) error {
+	t.Helper()
+	return env.Client.Create(ctx(t), &unstructured.Unstructured{Object: obj})
+}
