@@ -1,0 +1,252 @@
+package demand
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Bounds on what the Tracker remembers.
+const (
+	// QueuedJobTTL: GitHub cancels a job that waits 24 hours for a runner.
+	QueuedJobTTL = 24 * time.Hour
+	// tombstoneTTL: how long a started or finished job is remembered, so that a late
+	// or replayed "queued" delivery for it is not counted as new demand.
+	tombstoneTTL = 2 * time.Hour
+)
+
+type jobState int
+
+const (
+	stateQueued jobState = iota
+	stateInProgress
+	stateDone
+)
+
+type trackedJob struct {
+	job      Job
+	state    jobState
+	pool     PoolKey
+	routed   bool
+	queuedAt time.Time // when Gantry first saw it queued
+	until    time.Time // forget after
+}
+
+// Demand is one pool's demand.
+type Demand struct {
+	// Queued is the number of jobs routed to the pool and not yet picked up.
+	Queued int
+	// OldestQueuedAt is when the oldest of them was first seen queued.
+	OldestQueuedAt time.Time
+}
+
+// Tracker holds, per pool, the jobs that are queued and not yet picked up. It is safe
+// for concurrent use. Observe is idempotent: a replayed or duplicated event changes
+// nothing, and events may arrive out of order (a late "queued" after "in_progress" is
+// ignored).
+type Tracker struct {
+	router *Router
+	clock  clock.PassiveClock
+
+	mu     sync.Mutex
+	jobs   map[int64]*trackedJob
+	queued map[PoolKey]map[int64]struct{}
+	notify func(PoolKey)
+	// pickup receives how long each picked-up job waited, from queued to in_progress.
+	pickup func(pool PoolKey, waited time.Duration)
+}
+
+// NewTracker returns a Tracker routing with router.
+func NewTracker(router *Router, clk clock.PassiveClock) *Tracker {
+	return &Tracker{
+		router: router,
+		clock:  clk,
+		jobs:   map[int64]*trackedJob{},
+		queued: map[PoolKey]map[int64]struct{}{},
+	}
+}
+
+// SetNotify sets the function called, outside the Tracker's lock, with each pool whose
+// demand changed. The RunnerPool controller wires it to its work queue.
+func (t *Tracker) SetNotify(f func(PoolKey)) {
+	t.mu.Lock()
+	t.notify = f
+	t.mu.Unlock()
+}
+
+// SetPickupObserver sets the function told how long each picked-up job waited.
+func (t *Tracker) SetPickupObserver(f func(pool PoolKey, waited time.Duration)) {
+	t.mu.Lock()
+	t.pickup = f
+	t.mu.Unlock()
+}
+
+// Router returns the Tracker's Router.
+func (t *Tracker) Router() *Router { return t.router }
+
+// Observe records one job event and wakes the pool whose demand it changes.
+func (t *Tracker) Observe(ev JobEvent) {
+	now := t.clock.Now()
+	var changed []PoolKey
+	var picked *struct {
+		pool   PoolKey
+		waited time.Duration
+	}
+
+	t.mu.Lock()
+	tj := t.jobs[ev.Job.ID]
+	switch ev.Action {
+	case ActionQueued:
+		if tj != nil {
+			break // already queued, started or done: a duplicate or a late delivery
+		}
+		tj = &trackedJob{job: ev.Job, state: stateQueued, queuedAt: now, until: now.Add(QueuedJobTTL)}
+		t.jobs[ev.Job.ID] = tj
+		if key, ok := t.router.Route(ev.Job); ok {
+			t.addQueued(tj, key)
+			changed = append(changed, key)
+		}
+	case ActionInProgress, ActionCompleted:
+		state := stateInProgress
+		if ev.Action == ActionCompleted {
+			state = stateDone
+		}
+		if tj == nil {
+			tj = &trackedJob{job: ev.Job, state: state, until: now.Add(tombstoneTTL)}
+			t.jobs[ev.Job.ID] = tj
+			break
+		}
+		if tj.state == stateQueued {
+			if tj.routed {
+				t.removeQueued(tj)
+				changed = append(changed, tj.pool)
+				if t.pickup != nil && ev.Action == ActionInProgress {
+					picked = &struct {
+						pool   PoolKey
+						waited time.Duration
+					}{tj.pool, now.Sub(tj.queuedAt)}
+				}
+			}
+		}
+		if state > tj.state {
+			tj.state = state
+		}
+		tj.until = now.Add(tombstoneTTL)
+	case ActionWaiting:
+		// Waiting for an environment's protection rules: no runner is needed until
+		// GitHub queues it.
+	}
+	notify, pickup := t.notify, t.pickup
+	t.mu.Unlock()
+
+	if picked != nil && pickup != nil {
+		pickup(picked.pool, picked.waited)
+	}
+	if notify != nil {
+		for _, k := range changed {
+			notify(k)
+		}
+	}
+}
+
+// Reroute routes every queued job again, after pools were added, changed or removed,
+// and wakes each pool whose demand changed.
+func (t *Tracker) Reroute() {
+	changed := map[PoolKey]struct{}{}
+	t.mu.Lock()
+	for _, tj := range t.jobs {
+		if tj.state != stateQueued {
+			continue
+		}
+		key, ok := t.router.Route(tj.job)
+		if tj.routed && ok && key == tj.pool {
+			continue
+		}
+		if tj.routed {
+			t.removeQueued(tj)
+			changed[tj.pool] = struct{}{}
+		}
+		if ok {
+			t.addQueued(tj, key)
+			changed[key] = struct{}{}
+		}
+	}
+	notify := t.notify
+	t.mu.Unlock()
+	if notify != nil {
+		for k := range changed {
+			notify(k)
+		}
+	}
+}
+
+// Demand returns a pool's demand.
+func (t *Tracker) Demand(pool PoolKey) Demand {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ids := t.queued[pool]
+	d := Demand{Queued: len(ids)}
+	for id := range ids {
+		if q := t.jobs[id].queuedAt; d.OldestQueuedAt.IsZero() || q.Before(d.OldestQueuedAt) {
+			d.OldestQueuedAt = q
+		}
+	}
+	return d
+}
+
+// QueuedJobs returns the jobs queued for a pool, oldest first is not promised.
+func (t *Tracker) QueuedJobs(pool PoolKey) []Job {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]Job, 0, len(t.queued[pool]))
+	for id := range t.queued[pool] {
+		out = append(out, t.jobs[id].job)
+	}
+	return out
+}
+
+// Prune forgets queued jobs older than QueuedJobTTL and tombstones past their time,
+// and wakes the pools whose demand fell. Call it periodically.
+func (t *Tracker) Prune() {
+	now := t.clock.Now()
+	changed := map[PoolKey]struct{}{}
+	t.mu.Lock()
+	for id, tj := range t.jobs {
+		if now.Before(tj.until) {
+			continue
+		}
+		if tj.state == stateQueued && tj.routed {
+			t.removeQueued(tj)
+			changed[tj.pool] = struct{}{}
+		}
+		delete(t.jobs, id)
+	}
+	notify := t.notify
+	t.mu.Unlock()
+	if notify != nil {
+		for k := range changed {
+			notify(k)
+		}
+	}
+}
+
+func (t *Tracker) addQueued(tj *trackedJob, key PoolKey) {
+	tj.pool, tj.routed = key, true
+	m := t.queued[key]
+	if m == nil {
+		m = map[int64]struct{}{}
+		t.queued[key] = m
+	}
+	m[tj.job.ID] = struct{}{}
+}
+
+func (t *Tracker) removeQueued(tj *trackedJob) {
+	if m := t.queued[tj.pool]; m != nil {
+		delete(m, tj.job.ID)
+		if len(m) == 0 {
+			delete(t.queued, tj.pool)
+		}
+	}
+	tj.routed = false
+}

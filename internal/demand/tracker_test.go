@@ -1,0 +1,120 @@
+package demand
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+type recorder struct {
+	mu    sync.Mutex
+	woken []PoolKey
+}
+
+func (r *recorder) notify(k PoolKey) { r.mu.Lock(); r.woken = append(r.woken, k); r.mu.Unlock() }
+func (r *recorder) take() []PoolKey {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.woken
+	r.woken = nil
+	return w
+}
+
+func newTestTracker(t *testing.T) (*Tracker, *clocktesting.FakeClock, *recorder) {
+	t.Helper()
+	r := NewRouter()
+	r.SetPool(Pool{Key: key("linux"), Kind: ScopeOrganization, Host: "github.com", Owner: "acme", Labels: []string{"linux"}})
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	tr := NewTracker(r, clk)
+	rec := &recorder{}
+	tr.SetNotify(rec.notify)
+	return tr, clk, rec
+}
+
+func ev(a Action, id int64, labels ...string) JobEvent {
+	return JobEvent{Action: a, Job: Job{ID: id, Host: "github.com", Owner: "acme", Repo: "api", Labels: labels}}
+}
+
+func TestTrackerLifecycle(t *testing.T) {
+	tr, clk, rec := newTestTracker(t)
+	var waited []time.Duration
+	tr.SetPickupObserver(func(_ PoolKey, d time.Duration) { waited = append(waited, d) })
+
+	steps := []struct {
+		name       string
+		event      JobEvent
+		wantQueued int
+		wantWoken  []PoolKey
+	}{
+		{"queued", ev(ActionQueued, 1, "self-hosted", "linux"), 1, []PoolKey{key("linux")}},
+		{"duplicate queued changes nothing", ev(ActionQueued, 1, "self-hosted", "linux"), 1, nil},
+		{"second job", ev(ActionQueued, 2, "linux"), 2, []PoolKey{key("linux")}},
+		{"job routed nowhere is not demand", ev(ActionQueued, 3, "windows"), 2, nil},
+		{"waiting is not demand", ev(ActionWaiting, 4, "linux"), 2, nil},
+		{"in progress leaves the queue", ev(ActionInProgress, 1, "linux"), 1, []PoolKey{key("linux")}},
+		{"late queued after in_progress is ignored", ev(ActionQueued, 1, "linux"), 1, nil},
+		{"completed without in_progress leaves the queue", ev(ActionCompleted, 2, "linux"), 0, []PoolKey{key("linux")}},
+		{"completed of an unknown job is remembered only", ev(ActionCompleted, 9, "linux"), 0, nil},
+		{"then its replayed queued is ignored", ev(ActionQueued, 9, "linux"), 0, nil},
+	}
+	for _, s := range steps {
+		clk.Step(time.Second)
+		tr.Observe(s.event)
+		if got := tr.Demand(key("linux")).Queued; got != s.wantQueued {
+			t.Fatalf("%s: queued = %d, want %d", s.name, got, s.wantQueued)
+		}
+		if diff := cmp.Diff(s.wantWoken, rec.take()); diff != "" {
+			t.Fatalf("%s: woken pools (-want +got):\n%s", s.name, diff)
+		}
+	}
+	// Job 1 was queued at t=1s and picked up at t=6s.
+	if diff := cmp.Diff([]time.Duration{5 * time.Second}, waited); diff != "" {
+		t.Errorf("pickup latencies (-want +got):\n%s", diff)
+	}
+}
+
+func TestTrackerReroutesWhenAPoolAppears(t *testing.T) {
+	tr, _, rec := newTestTracker(t)
+	tr.Observe(ev(ActionQueued, 1, "gpu"))
+	if got := tr.Demand(key("gpu")).Queued; got != 0 {
+		t.Fatalf("queued before the pool exists = %d", got)
+	}
+	rec.take()
+	tr.Router().SetPool(Pool{Key: key("gpu"), Kind: ScopeOrganization, Host: "github.com", Owner: "acme", Labels: []string{"gpu"}})
+	tr.Reroute()
+	if got := tr.Demand(key("gpu")).Queued; got != 1 {
+		t.Errorf("queued after the pool appears = %d, want 1", got)
+	}
+	if diff := cmp.Diff([]PoolKey{key("gpu")}, rec.take()); diff != "" {
+		t.Errorf("woken (-want +got):\n%s", diff)
+	}
+
+	tr.Router().RemovePool(key("gpu"))
+	tr.Reroute()
+	if got := tr.Demand(key("gpu")).Queued; got != 0 {
+		t.Errorf("queued after the pool is removed = %d, want 0", got)
+	}
+}
+
+func TestTrackerPrunesJobsQueuedTooLong(t *testing.T) {
+	tr, clk, rec := newTestTracker(t)
+	tr.Observe(ev(ActionQueued, 1, "linux"))
+	start := clk.Now()
+	clk.Step(time.Hour)
+	tr.Observe(ev(ActionQueued, 2, "linux"))
+	if d := tr.Demand(key("linux")); d.Queued != 2 || !d.OldestQueuedAt.Equal(start) {
+		t.Fatalf("demand = %+v, want 2 queued, oldest at %v", d, start)
+	}
+	rec.take()
+	clk.Step(QueuedJobTTL - time.Hour)
+	tr.Prune()
+	if got := tr.Demand(key("linux")).Queued; got != 1 {
+		t.Errorf("after the first job's 24 h, queued = %d, want 1", got)
+	}
+	if diff := cmp.Diff([]PoolKey{key("linux")}, rec.take()); diff != "" {
+		t.Errorf("woken (-want +got):\n%s", diff)
+	}
+}
