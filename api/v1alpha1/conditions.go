@@ -29,3 +29,34 @@ const (
 	// Finalizer keeps a Runner until it is unregistered from GitHub.
 	Finalizer = "gantry.dev/runner-cleanup"
 )
+
+// Reasons a Runner fails (status.reason), each with an event and a count in
+// gantry_runner_failures_total. docs/troubleshooting.md says what to check for each.
+const (
+	// ReasonInvalidImageName: the runner container's image name cannot be parsed. Failed at once.
+	ReasonInvalidImageName = "InvalidImageName"
+	// ReasonImagePullFailed: the image could not be pulled for longer than imagePullGracePeriod.
+	ReasonImagePullFailed = "ImagePullFailed"
+	// ReasonUnschedulable: the pod stayed unschedulable for longer than pendingTimeout.
+	ReasonUnschedulable = "Unschedulable"
+	// ReasonEvicted: the pod was evicted or disrupted before it ran a job.
+	ReasonEvicted = "Evicted"
+	// ReasonNodeLost: the pod stayed terminating longer than nodeLostTimeout (its node is
+	// gone) and was force-deleted.
+	ReasonNodeLost = "NodeLost"
+	// ReasonRegistrationTimeout: the pod ran for registrationTimeout without the runner
+	// coming online on GitHub.
+	ReasonRegistrationTimeout = "RegistrationTimeout"
+	// ReasonExitedWithoutJob: the runner container exited non-zero without running a job.
+	ReasonExitedWithoutJob = "ExitedWithoutJob"
+	// ReasonPodDeleted: the runner's pod disappeared before its job finished.
+	ReasonPodDeleted = "PodDeleted"
+)
+
+// Reasons of the RunnerPool's Degraded condition besides configuration errors.
+const (
+	// ReasonRunnerFailures: runners keep failing; creation is backing off.
+	ReasonRunnerFailures = "RunnerFailures"
+	// ReasonAsExpected: the condition holds its expected value.
+	ReasonAsExpected = "AsExpected"
+)

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -60,26 +62,62 @@ type RecoverySpec struct {
 	// failed as Unschedulable and replaced.
 	// +optional
 	// +kubebuilder:default="10m"
-	PendingTimeout metav1.Duration `json:"pendingTimeout,omitempty"`
+	PendingTimeout *metav1.Duration `json:"pendingTimeout,omitempty"`
 
 	// imagePullGracePeriod is how long a runner pod may fail to pull its image
 	// (ErrImagePull, ImagePullBackOff) before the runner is failed as ImagePullFailed.
 	// An invalid image name fails the runner at once.
 	// +optional
 	// +kubebuilder:default="2m"
-	ImagePullGracePeriod metav1.Duration `json:"imagePullGracePeriod,omitempty"`
+	ImagePullGracePeriod *metav1.Duration `json:"imagePullGracePeriod,omitempty"`
 
 	// registrationTimeout is how long a running runner pod may take to come online on
 	// GitHub before the runner is failed as RegistrationTimeout.
 	// +optional
 	// +kubebuilder:default="5m"
-	RegistrationTimeout metav1.Duration `json:"registrationTimeout,omitempty"`
+	RegistrationTimeout *metav1.Duration `json:"registrationTimeout,omitempty"`
 
 	// nodeLostTimeout is how long a runner pod may stay terminating (its node gone)
 	// before it is force-deleted.
 	// +optional
 	// +kubebuilder:default="5m"
-	NodeLostTimeout metav1.Duration `json:"nodeLostTimeout,omitempty"`
+	NodeLostTimeout *metav1.Duration `json:"nodeLostTimeout,omitempty"`
+}
+
+// Defaults of RecoverySpec, applied by the API server and, for objects written before a
+// default existed, by the accessors below.
+const (
+	DefaultPendingTimeout       = 10 * time.Minute
+	DefaultImagePullGracePeriod = 2 * time.Minute
+	DefaultRegistrationTimeout  = 5 * time.Minute
+	DefaultNodeLostTimeout      = 5 * time.Minute
+)
+
+func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return d.Duration
+}
+
+// PendingTimeoutOrDefault returns pendingTimeout, or its default when unset.
+func (r RecoverySpec) PendingTimeoutOrDefault() time.Duration {
+	return durationOr(r.PendingTimeout, DefaultPendingTimeout)
+}
+
+// ImagePullGracePeriodOrDefault returns imagePullGracePeriod, or its default when unset.
+func (r RecoverySpec) ImagePullGracePeriodOrDefault() time.Duration {
+	return durationOr(r.ImagePullGracePeriod, DefaultImagePullGracePeriod)
+}
+
+// RegistrationTimeoutOrDefault returns registrationTimeout, or its default when unset.
+func (r RecoverySpec) RegistrationTimeoutOrDefault() time.Duration {
+	return durationOr(r.RegistrationTimeout, DefaultRegistrationTimeout)
+}
+
+// NodeLostTimeoutOrDefault returns nodeLostTimeout, or its default when unset.
+func (r RecoverySpec) NodeLostTimeoutOrDefault() time.Duration {
+	return durationOr(r.NodeLostTimeout, DefaultNodeLostTimeout)
 }
 
 // RunnerPoolSpec is the desired state of a RunnerPool.

@@ -53,6 +53,9 @@ type Tracker struct {
 	jobs   map[int64]*trackedJob
 	queued map[PoolKey]map[int64]struct{}
 	notify func(PoolKey)
+	// running maps a runner's name to the job it runs, from in_progress events.
+	running      map[string]Job
+	notifyRunner func(runnerName string)
 	// pickup receives how long each picked-up job waited, from queued to in_progress.
 	pickup func(pool PoolKey, waited time.Duration)
 }
@@ -60,11 +63,36 @@ type Tracker struct {
 // NewTracker returns a Tracker routing with router.
 func NewTracker(router *Router, clk clock.PassiveClock) *Tracker {
 	return &Tracker{
-		router: router,
-		clock:  clk,
-		jobs:   map[int64]*trackedJob{},
-		queued: map[PoolKey]map[int64]struct{}{},
+		router:  router,
+		clock:   clk,
+		jobs:    map[int64]*trackedJob{},
+		queued:  map[PoolKey]map[int64]struct{}{},
+		running: map[string]Job{},
 	}
+}
+
+// SetRunnerNotify sets the function called, outside the Tracker's lock, with the name
+// of each runner that started or finished a job. The Runner controller wires it to its
+// work queue.
+func (t *Tracker) SetRunnerNotify(f func(runnerName string)) {
+	t.mu.Lock()
+	t.notifyRunner = f
+	t.mu.Unlock()
+}
+
+// RunnerJob returns the job a runner is running, as GitHub's in_progress event said.
+func (t *Tracker) RunnerJob(runnerName string) (Job, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	j, ok := t.running[runnerName]
+	return j, ok
+}
+
+// ForgetRunner drops what the Tracker knows of a runner that is gone.
+func (t *Tracker) ForgetRunner(runnerName string) {
+	t.mu.Lock()
+	delete(t.running, runnerName)
+	t.mu.Unlock()
 }
 
 // SetNotify sets the function called, outside the Tracker's lock, with each pool whose
@@ -89,6 +117,7 @@ func (t *Tracker) Router() *Router { return t.router }
 func (t *Tracker) Observe(ev JobEvent) {
 	now := t.clock.Now()
 	var changed []PoolKey
+	var runnerChanged string
 	var picked *struct {
 		pool   PoolKey
 		waited time.Duration
@@ -108,6 +137,12 @@ func (t *Tracker) Observe(ev JobEvent) {
 			changed = append(changed, key)
 		}
 	case ActionInProgress, ActionCompleted:
+		if r := ev.Job.RunnerName; r != "" {
+			if ev.Action == ActionInProgress {
+				t.running[r] = ev.Job
+			}
+			runnerChanged = r
+		}
 		state := stateInProgress
 		if ev.Action == ActionCompleted {
 			state = stateDone
@@ -137,9 +172,12 @@ func (t *Tracker) Observe(ev JobEvent) {
 		// Waiting for an environment's protection rules: no runner is needed until
 		// GitHub queues it.
 	}
-	notify, pickup := t.notify, t.pickup
+	notify, pickup, notifyRunner := t.notify, t.pickup, t.notifyRunner
 	t.mu.Unlock()
 
+	if runnerChanged != "" && notifyRunner != nil {
+		notifyRunner(runnerChanged)
+	}
 	if picked != nil && pickup != nil {
 		pickup(picked.pool, picked.waited)
 	}

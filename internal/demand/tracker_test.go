@@ -118,3 +118,29 @@ func TestTrackerPrunesJobsQueuedTooLong(t *testing.T) {
 		t.Errorf("woken (-want +got):\n%s", diff)
 	}
 }
+
+func TestTrackerKnowsWhichRunnerRunsWhichJob(t *testing.T) {
+	tr, _, _ := newTestTracker(t)
+	var notified []string
+	tr.SetRunnerNotify(func(name string) { notified = append(notified, name) })
+	tr.Observe(ev(ActionQueued, 1, "linux"))
+	start := ev(ActionInProgress, 1, "linux")
+	start.Job.RunnerName = "pool-abcde"
+	tr.Observe(start)
+	if j, ok := tr.RunnerJob("pool-abcde"); !ok || j.ID != 1 {
+		t.Fatalf("RunnerJob = %+v, %v; want job 1", j, ok)
+	}
+	done := ev(ActionCompleted, 1, "linux")
+	done.Job.RunnerName = "pool-abcde"
+	tr.Observe(done)
+	if _, ok := tr.RunnerJob("pool-abcde"); !ok {
+		t.Error("the runner's job is forgotten at completion; the runner controller forgets it when the runner goes")
+	}
+	tr.ForgetRunner("pool-abcde")
+	if _, ok := tr.RunnerJob("pool-abcde"); ok {
+		t.Error("ForgetRunner did not forget")
+	}
+	if diff := cmp.Diff([]string{"pool-abcde", "pool-abcde"}, notified); diff != "" {
+		t.Errorf("runner notifications (-want +got):\n%s", diff)
+	}
+}

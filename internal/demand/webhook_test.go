@@ -2,6 +2,7 @@ package demand
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -29,7 +30,7 @@ func payload(action string, id int64, labels ...string) []byte {
 }
 
 func deliver(h http.Handler, method, event, delivery string, body []byte, sig string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(method, "/webhook", bytes.NewReader(body))
+	req := httptest.NewRequestWithContext(context.Background(), method, "/webhook", bytes.NewReader(body))
 	req.Header.Set("X-GitHub-Event", event)
 	req.Header.Set("X-GitHub-Delivery", delivery)
 	if sig != "" {

@@ -78,15 +78,31 @@ func TestValidRunnerPoolIsStoredWithDefaults(t *testing.T) {
 		MaxRunners:       10,
 		RegistrationMode: v1alpha1.RegistrationModeJIT,
 		Recovery: v1alpha1.RecoverySpec{
-			PendingTimeout:       metav1.Duration{Duration: 10 * time.Minute},
-			ImagePullGracePeriod: metav1.Duration{Duration: 2 * time.Minute},
-			RegistrationTimeout:  metav1.Duration{Duration: 5 * time.Minute},
-			NodeLostTimeout:      metav1.Duration{Duration: 5 * time.Minute},
+			PendingTimeout:       &metav1.Duration{Duration: 10 * time.Minute},
+			ImagePullGracePeriod: &metav1.Duration{Duration: 2 * time.Minute},
+			RegistrationTimeout:  &metav1.Duration{Duration: 5 * time.Minute},
+			NodeLostTimeout:      &metav1.Duration{Duration: 5 * time.Minute},
 		},
 		Template: pool.Spec.Template,
 	}
 	if diff := cmp.Diff(want, got.Spec); diff != "" {
 		t.Errorf("stored spec (-want +got):\n%s", diff)
+	}
+}
+
+func TestDefaultsApplyToPoolsWrittenByGoClients(t *testing.T) {
+	ns := env.Namespace(t)
+	pool := testutil.RunnerPool(ns, "typed").Obj()
+	if err := env.Client.Create(ctx(t), pool); err != nil {
+		t.Fatal(err)
+	}
+	rec := pool.Spec.Recovery
+	if rec.PendingTimeout == nil || rec.PendingTimeout.Duration != 10*time.Minute ||
+		rec.RegistrationTimeout == nil || rec.RegistrationTimeout.Duration != 5*time.Minute {
+		t.Errorf("recovery after a typed create = %+v, want the server's defaults", rec)
+	}
+	if pool.Spec.RegistrationMode != v1alpha1.RegistrationModeJIT || pool.Spec.GitHub.RunnerGroup != "Default" {
+		t.Errorf("registrationMode %q, runnerGroup %q: want the defaults", pool.Spec.RegistrationMode, pool.Spec.GitHub.RunnerGroup)
 	}
 }
 

@@ -1,0 +1,109 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/github"
+)
+
+// ConfigError is a problem with a pool's configuration that only its owner can fix
+// (a bad URL, a missing or malformed credentials Secret). Reason is the Degraded
+// condition's reason.
+type ConfigError struct {
+	Reason  string
+	Message string
+}
+
+func (e *ConfigError) Error() string { return e.Message }
+
+// Degraded reasons for configuration problems.
+const (
+	ReasonInvalidURL          = "InvalidURL"
+	ReasonSecretNotFound      = "CredentialsSecretNotFound"
+	ReasonInvalidCredentials  = "InvalidCredentials"
+	ReasonUnsupportedScope    = "UnsupportedScope"
+	ReasonRegistrationMode    = "RegistrationModeUnsupported"
+	ReasonGitHubUnauthorized  = "GitHubUnauthorized"
+	ReasonGitHubRateLimited   = "GitHubRateLimited"
+	ReasonGitHubUnavailable   = "GitHubUnavailable"
+	ReasonRunnerGroupNotFound = "RunnerGroupNotFound"
+)
+
+// GitHubResolver finds the GitHub client and scope of a pool. Credentials Secrets are
+// the user's and carry no Gantry label, so they are read directly from the API server,
+// at most once per SecretTTL per Secret, instead of through a cluster-wide informer.
+type GitHubResolver struct {
+	Reader    client.Reader
+	Provider  *github.Provider
+	Clock     clock.PassiveClock
+	SecretTTL time.Duration
+
+	mu      sync.Mutex
+	secrets map[types.NamespacedName]cachedSecret
+}
+
+type cachedSecret struct {
+	data    map[string][]byte
+	missing bool
+	readAt  time.Time
+}
+
+// For returns the client and scope of a pool, or a *ConfigError the pool's owner
+// must fix, or a transient error.
+func (r *GitHubResolver) For(ctx context.Context, pool *v1alpha1.RunnerPool) (github.Client, github.Scope, error) {
+	scope, err := github.ParseURL(pool.Spec.GitHub.URL)
+	if err != nil {
+		return nil, github.Scope{}, &ConfigError{Reason: ReasonInvalidURL, Message: err.Error()}
+	}
+	key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Spec.GitHub.CredentialsSecretRef.Name}
+	data, err := r.secretData(ctx, key)
+	if err != nil {
+		return nil, scope, err
+	}
+	c, err := r.Provider.Get(key, data)
+	if err != nil {
+		return nil, scope, &ConfigError{Reason: ReasonInvalidCredentials, Message: err.Error()}
+	}
+	return c, scope, nil
+}
+
+func (r *GitHubResolver) secretData(ctx context.Context, key types.NamespacedName) (map[string][]byte, error) {
+	now := r.Clock.Now()
+	r.mu.Lock()
+	if r.secrets == nil {
+		r.secrets = map[types.NamespacedName]cachedSecret{}
+	}
+	cs, ok := r.secrets[key]
+	r.mu.Unlock()
+	if !ok || now.Sub(cs.readAt) >= r.SecretTTL {
+		var s corev1.Secret
+		err := r.Reader.Get(ctx, key, &s)
+		switch {
+		case apierrors.IsNotFound(err):
+			cs = cachedSecret{missing: true, readAt: now}
+		case err != nil:
+			return nil, fmt.Errorf("reading credentials secret %s: %w", key, err)
+		default:
+			cs = cachedSecret{data: s.Data, readAt: now}
+		}
+		r.mu.Lock()
+		r.secrets[key] = cs
+		r.mu.Unlock()
+	}
+	if cs.missing {
+		return nil, &ConfigError{Reason: ReasonSecretNotFound, Message: fmt.Sprintf(
+			"credentials secret %s not found: create it with github_token, or github_app_id, "+
+				"github_app_installation_id and github_app_private_key", key)}
+	}
+	return cs.data, nil
+}

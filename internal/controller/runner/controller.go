@@ -1,0 +1,136 @@
+// Package runner is the Runner controller: it owns one ephemeral runner from birth to
+// removal. Phases, each in its own file:
+//
+//	register.go  JIT configuration from GitHub → a Secret the Runner owns
+//	pod.go       the runner pod, reading the JIT configuration from that Secret
+//	observe.go   pod and job state → phase; failure detection with reasons
+//	finalize.go  unregister from GitHub (a busy runner is kept), delete pod and Secret
+package runner
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/demand"
+)
+
+// Reconciler reconciles Runners.
+type Reconciler struct {
+	Client    ctrl.Client // cached reads, writes
+	APIReader ctrl.Reader // uncached reads: guards against a stale cache before creating
+	GitHub    *controller.GitHubResolver
+	Tracker   *demand.Tracker
+	Failures  *controller.FailureBackoff
+	Events    events.EventRecorder
+	Clock     clock.Clock
+	// FailedRetention is how long a Failed Runner stays visible before it is removed.
+	FailedRetention time.Duration
+}
+
+// scope is one reconcile's working set.
+type scope struct {
+	runner *v1alpha1.Runner
+	pool   *v1alpha1.RunnerPool
+	pod    *corev1.Pod
+	before *v1alpha1.Runner
+}
+
+func (s *scope) poolKey() types.NamespacedName {
+	return types.NamespacedName{Namespace: s.runner.Namespace, Name: s.runner.Spec.PoolName}
+}
+
+// Reconcile moves one Runner along its life.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+	runner := &v1alpha1.Runner{}
+	if err := r.Client.Get(ctx, req.NamespacedName, runner); err != nil {
+		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
+	}
+	if !runner.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, runner)
+	}
+	if !controllerutil.ContainsFinalizer(runner, v1alpha1.Finalizer) {
+		patch := ctrl.MergeFromWithOptions(runner.DeepCopy(), ctrl.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(runner, v1alpha1.Finalizer)
+		return reconcile.Result{}, r.Client.Patch(ctx, runner, patch)
+	}
+
+	pool := &v1alpha1.RunnerPool{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: runner.Namespace, Name: runner.Spec.PoolName}, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			// An orphan: its pool is gone. Unregister and remove it.
+			return reconcile.Result{}, ctrl.IgnoreNotFound(r.Client.Delete(ctx, runner))
+		}
+		return reconcile.Result{}, err
+	}
+
+	s := &scope{runner: runner, pool: pool, before: runner.DeepCopy()}
+	defer func() {
+		if perr := r.patchStatus(ctx, s); perr != nil && err == nil {
+			err = perr
+		}
+	}()
+
+	if runner.Status.Phase == v1alpha1.RunnerFailed {
+		return r.expireFailed(ctx, s)
+	}
+	for _, phase := range []func(context.Context, *scope) (reconcile.Result, bool, error){
+		r.register,
+		r.ensurePod,
+		r.observe,
+	} {
+		res, done, err := phase(ctx, s)
+		if err != nil || !done {
+			return res, err
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
+	if equalStatus(s.before.Status, s.runner.Status) {
+		return nil
+	}
+	return ctrl.IgnoreNotFound(r.Client.Status().Patch(ctx, s.runner, ctrl.MergeFrom(s.before)))
+}
+
+// expireFailed removes a Failed Runner once it has been visible for FailedRetention.
+func (r *Reconciler) expireFailed(ctx context.Context, s *scope) (reconcile.Result, error) {
+	failedAt := s.runner.CreationTimestamp.Time
+	for _, c := range s.runner.Status.Conditions {
+		if c.Type == ConditionFailed {
+			failedAt = c.LastTransitionTime.Time
+		}
+	}
+	if left := r.FailedRetention - r.Clock.Since(failedAt); left > 0 {
+		return reconcile.Result{RequeueAfter: left}, nil
+	}
+	return reconcile.Result{}, ctrl.IgnoreNotFound(r.Client.Delete(ctx, s.runner))
+}
+
+// indexName indexes Runners by name across namespaces: a GitHub runner's name is its
+// Runner's name, and webhooks name only the GitHub runner.
+const indexName = "gantry.runner.name"
+
+// runnerByName finds the Runners a GitHub runner name belongs to.
+func (r *Reconciler) runnerByName(ctx context.Context, name string) []reconcile.Request {
+	var list v1alpha1.RunnerList
+	if err := r.Client.List(ctx, &list, ctrl.MatchingFields{indexName: name}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, it := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: it.Namespace, Name: it.Name}})
+	}
+	return out
+}

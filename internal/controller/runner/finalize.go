@@ -1,0 +1,94 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/github"
+)
+
+// finalize removes a deleted Runner from GitHub and the cluster. Contract: a runner
+// GitHub says is busy (422) is kept, pod and all, and checked again later — a scale-down
+// never kills a job. A runner that ran its job and exited 0 removed itself from GitHub
+// (ephemeral), so no call is made for it. A registration already gone (404) is done.
+// Then the pod and the Secret are deleted and the finalizer removed.
+func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(runner, v1alpha1.Finalizer) {
+		return reconcile.Result{}, nil
+	}
+	logger := log.FromContext(ctx)
+	selfRemoved := runner.Status.Phase == v1alpha1.RunnerSucceeded && runner.Status.Job != nil
+	if runner.Status.GitHubRunnerID != 0 && !selfRemoved {
+		res, err := r.unregister(ctx, runner)
+		if err != nil || !res.IsZero() {
+			return res, err
+		}
+	}
+
+	for _, obj := range []ctrl.Object{
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: runner.Namespace, Name: runner.Name}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: runner.Namespace, Name: runner.Name}},
+	} {
+		if err := r.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("deleting runner %T: %w", obj, err)
+		}
+	}
+	r.Tracker.ForgetRunner(runner.Name)
+	logger.V(1).Info("Runner removed")
+	patch := ctrl.MergeFromWithOptions(runner.DeepCopy(), ctrl.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(runner, v1alpha1.Finalizer)
+	return reconcile.Result{}, ctrl.IgnoreNotFound(r.Client.Patch(ctx, runner, patch))
+}
+
+func (r *Reconciler) unregister(ctx context.Context, runner *v1alpha1.Runner) (reconcile.Result, error) {
+	pool := &v1alpha1.RunnerPool{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: runner.Namespace, Name: runner.Spec.PoolName}, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Pools drain before they go, so this is a pool deleted around its finalizer.
+			r.Events.Eventf(runner, nil, corev1.EventTypeWarning, "UnregisterSkipped", "Unregister",
+				"pool %s is gone: runner %d could not be unregistered from GitHub (GitHub removes offline runners itself)", runner.Spec.PoolName, runner.Status.GitHubRunnerID)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	gh, sc, err := r.GitHub.For(ctx, pool)
+	var cfg *controller.ConfigError
+	if errors.As(err, &cfg) {
+		r.Events.Eventf(runner, pool, corev1.EventTypeWarning, "UnregisterSkipped", "Unregister",
+			"cannot unregister runner %d from GitHub: %s", runner.Status.GitHubRunnerID, cfg.Message)
+		return reconcile.Result{}, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	log.FromContext(ctx).V(1).Info("Unregistering runner from GitHub", "id", runner.Status.GitHubRunnerID)
+	err = gh.DeleteRunner(ctx, sc, runner.Status.GitHubRunnerID)
+	switch {
+	case err == nil, github.IsNotFound(err):
+		return reconcile.Result{}, nil
+	case github.IsBusy(err):
+		if runner.Status.Phase != v1alpha1.RunnerBusy {
+			before := runner.DeepCopy()
+			runner.Status.Phase = v1alpha1.RunnerBusy
+			if perr := r.Client.Status().Patch(ctx, runner, ctrl.MergeFrom(before)); perr != nil {
+				return reconcile.Result{}, ctrl.IgnoreNotFound(perr)
+			}
+		}
+		return reconcile.Result{RequeueAfter: busyRetry}, nil
+	case github.IsRateLimited(err):
+		return reconcile.Result{RequeueAfter: github.RetryAfter(err)}, nil
+	}
+	return reconcile.Result{}, fmt.Errorf("unregistering runner from GitHub: %w", err)
+}

@@ -1,0 +1,13 @@
+package runner
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var runnerFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "gantry_runner_failures_total",
+	Help: "Runners that failed, by pool and reason (see docs/troubleshooting.md).",
+}, []string{"namespace", "pool", "reason"})
+
+func init() { metrics.Registry.MustRegister(runnerFailures) }

@@ -1,0 +1,218 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/github"
+)
+
+// observe reads the pod and the job the Tracker saw start, and sets the phase: Pending
+// until the runner container runs, Busy once GitHub said it took a job, Idle otherwise.
+// Contract: a runner that cannot recover is failed with a reason a person can act on,
+// as soon as that is certain and never earlier than its pool's recovery timeouts say;
+// a finished runner is completed. It requeues for the next deadline it is waiting on.
+func (r *Reconciler) observe(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
+	pod, rec := s.pod, s.pool.Spec.Recovery
+	now := r.Clock.Now()
+
+	if job, ok := r.Tracker.RunnerJob(s.runner.Name); ok && s.runner.Status.Job == nil {
+		s.runner.Status.Job = &v1alpha1.RunnerJob{ID: job.ID, RunID: job.RunID, Repository: job.Repository(), Workflow: job.Workflow}
+	}
+	hasJob := s.runner.Status.Job != nil
+
+	if pod.DeletionTimestamp != nil {
+		// Terminating: normally gone in seconds. Stuck past nodeLostTimeout means the
+		// kubelet that should confirm it is gone: force the deletion.
+		left := rec.NodeLostTimeoutOrDefault() - now.Sub(pod.DeletionTimestamp.Time)
+		if left > 0 {
+			return reconcile.Result{RequeueAfter: left}, false, nil
+		}
+		log.FromContext(ctx).Info("Force-deleting runner pod stuck terminating", "pod", pod.Name, "node", pod.Spec.NodeName)
+		if err := r.Client.Delete(ctx, pod, ctrl.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, false, fmt.Errorf("force-deleting runner pod: %w", err)
+		}
+		if hasJob {
+			// The job was cut off with its node; GitHub fails it after its own timeout.
+			return r.fail(ctx, s, v1alpha1.ReasonNodeLost, fmt.Sprintf("node %s was lost while the runner ran job %d; its pod was force-deleted", pod.Spec.NodeName, s.runner.Status.Job.ID))
+		}
+		return r.fail(ctx, s, v1alpha1.ReasonNodeLost, fmt.Sprintf("node %s was lost; the runner's pod was stuck terminating for %s and was force-deleted", pod.Spec.NodeName, rec.NodeLostTimeoutOrDefault()))
+	}
+
+	switch pod.Status.Phase {
+	case corev1.PodSucceeded:
+		s.runner.Status.Phase = v1alpha1.RunnerSucceeded
+		return r.complete(ctx, s)
+	case corev1.PodFailed:
+		if isEvicted(pod) {
+			if hasJob {
+				return r.fail(ctx, s, v1alpha1.ReasonEvicted, fmt.Sprintf("the runner's pod was evicted while running job %d: %s", s.runner.Status.Job.ID, pod.Status.Message))
+			}
+			return r.fail(ctx, s, v1alpha1.ReasonEvicted, "the runner's pod was evicted before it ran a job: "+pod.Status.Message)
+		}
+		if hasJob {
+			// The job ran; how it ended is GitHub's to report. The runner is done.
+			s.runner.Status.Phase = v1alpha1.RunnerSucceeded
+			return r.complete(ctx, s)
+		}
+		return r.fail(ctx, s, v1alpha1.ReasonExitedWithoutJob, fmt.Sprintf("the runner container exited with code %d before running a job; check its logs", exitCode(pod)))
+	case corev1.PodRunning:
+		if hasJob {
+			s.runner.Status.Phase = v1alpha1.RunnerBusy
+			return reconcile.Result{}, true, nil
+		}
+		s.runner.Status.Phase = v1alpha1.RunnerIdle
+		return r.checkOnline(ctx, s, runningSince(pod))
+	}
+
+	// Pending: not scheduled, or pulling its image.
+	s.runner.Status.Phase = v1alpha1.RunnerPending
+	if w := runnerWaiting(pod); w != nil {
+		switch w.Reason {
+		case "InvalidImageName":
+			return r.fail(ctx, s, v1alpha1.ReasonInvalidImageName, "the runner image name is invalid: "+w.Message+"; fix template.spec.containers[runner].image")
+		case "ErrImagePull", "ImagePullBackOff":
+			left := rec.ImagePullGracePeriodOrDefault() - now.Sub(pod.CreationTimestamp.Time)
+			if left <= 0 {
+				return r.fail(ctx, s, v1alpha1.ReasonImagePullFailed, fmt.Sprintf("the runner image could not be pulled for %s: %s", rec.ImagePullGracePeriodOrDefault(), w.Message))
+			}
+			return reconcile.Result{RequeueAfter: left}, false, nil
+		}
+	}
+	if c := podCondition(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+		left := rec.PendingTimeoutOrDefault() - now.Sub(c.LastTransitionTime.Time)
+		if left <= 0 {
+			return r.fail(ctx, s, v1alpha1.ReasonUnschedulable, fmt.Sprintf("the runner pod could not be scheduled for %s: %s", rec.PendingTimeoutOrDefault(), c.Message))
+		}
+		return reconcile.Result{RequeueAfter: left}, false, nil
+	}
+	return reconcile.Result{}, false, nil
+}
+
+// checkOnline fails a runner whose pod has run for registrationTimeout without it taking
+// a job, if GitHub does not have it online. One GitHub call per such runner, once.
+func (r *Reconciler) checkOnline(ctx context.Context, s *scope, since time.Time) (reconcile.Result, bool, error) {
+	if meta.IsStatusConditionTrue(s.runner.Status.Conditions, ConditionOnline) {
+		return reconcile.Result{}, true, nil
+	}
+	timeout := s.pool.Spec.Recovery.RegistrationTimeoutOrDefault()
+	if left := timeout - r.Clock.Since(since); left > 0 {
+		return reconcile.Result{RequeueAfter: left}, false, nil
+	}
+	gh, sc, err := r.GitHub.For(ctx, s.pool)
+	if err != nil {
+		return r.waitOn(s, err)
+	}
+	gr, err := gh.GetRunner(ctx, sc, s.runner.Status.GitHubRunnerID)
+	switch {
+	case github.IsNotFound(err):
+	case err != nil:
+		return r.waitOn(s, err)
+	case gr.Status == github.RunnerOnline:
+		meta.SetStatusCondition(&s.runner.Status.Conditions, metav1.Condition{
+			Type: ConditionOnline, Status: metav1.ConditionTrue, Reason: "Online",
+			Message: "the runner is online on GitHub", ObservedGeneration: s.runner.Generation,
+		})
+		return reconcile.Result{}, true, nil
+	}
+	return r.fail(ctx, s, v1alpha1.ReasonRegistrationTimeout, fmt.Sprintf(
+		"the runner pod ran for %s but the runner never came online on GitHub; check the runner container's logs and its network access to GitHub", timeout))
+}
+
+// fail ends a runner that cannot recover: phase Failed with a reason and a message, a
+// Warning event, a count in the failures metric and in the pool's backoff. The pod is
+// deleted at once to free its node; the Runner stays visible for FailedRetention and is
+// then removed, which unregisters it from GitHub.
+func (r *Reconciler) fail(ctx context.Context, s *scope, reason, message string) (reconcile.Result, bool, error) {
+	log.FromContext(ctx).Info("Runner failed", "reason", reason, "message", message)
+	s.runner.Status.Phase = v1alpha1.RunnerFailed
+	s.runner.Status.Reason = reason
+	s.runner.Status.Message = message
+	meta.SetStatusCondition(&s.runner.Status.Conditions, metav1.Condition{
+		Type: ConditionFailed, Status: metav1.ConditionTrue, Reason: reason, Message: message,
+		ObservedGeneration: s.runner.Generation,
+	})
+	r.Events.Eventf(s.runner, s.pool, corev1.EventTypeWarning, reason, "Fail", "%s", message)
+	runnerFailures.WithLabelValues(s.runner.Namespace, s.pool.Name, reason).Inc()
+	r.Failures.RecordFailure(s.poolKey(), reason, message)
+	if s.pod != nil && s.pod.DeletionTimestamp == nil {
+		if err := r.Client.Delete(ctx, s.pod); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, false, fmt.Errorf("deleting the failed runner's pod: %w", err)
+		}
+	}
+	return reconcile.Result{RequeueAfter: r.FailedRetention}, false, nil
+}
+
+// complete removes a runner that finished: deleting the Runner runs finalize, which
+// removes what is left of it on GitHub and in the cluster.
+func (r *Reconciler) complete(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
+	if s.runner.Status.Job != nil {
+		r.Failures.RecordSuccess(s.poolKey())
+	}
+	log.FromContext(ctx).V(1).Info("Runner finished; removing it")
+	if err := r.patchStatus(ctx, s); err != nil {
+		return reconcile.Result{}, false, err
+	}
+	s.before = s.runner.DeepCopy()
+	return reconcile.Result{}, false, ctrl.IgnoreNotFound(r.Client.Delete(ctx, s.runner))
+}
+
+func isEvicted(pod *corev1.Pod) bool {
+	if pod.Status.Reason == "Evicted" {
+		return true
+	}
+	c := podCondition(pod, corev1.DisruptionTarget)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+func runnerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].Name == v1alpha1.RunnerContainerName {
+			return &pod.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+func runnerWaiting(pod *corev1.Pod) *corev1.ContainerStateWaiting {
+	if cs := runnerStatus(pod); cs != nil {
+		return cs.State.Waiting
+	}
+	return nil
+}
+
+func exitCode(pod *corev1.Pod) int32 {
+	if cs := runnerStatus(pod); cs != nil && cs.State.Terminated != nil {
+		return cs.State.Terminated.ExitCode
+	}
+	return -1
+}
+
+func runningSince(pod *corev1.Pod) time.Time {
+	if cs := runnerStatus(pod); cs != nil && cs.State.Running != nil {
+		return cs.State.Running.StartedAt.Time
+	}
+	if pod.Status.StartTime != nil {
+		return pod.Status.StartTime.Time
+	}
+	return pod.CreationTimestamp.Time
+}
+
+func podCondition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == t {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}

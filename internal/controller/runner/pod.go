@@ -1,0 +1,103 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+)
+
+// EnvJITConfig is the variable the official runner image reads its JIT configuration from.
+const EnvJITConfig = "ACTIONS_RUNNER_INPUT_JITCONFIG"
+
+// ensurePod makes sure the runner has its pod, named like the Runner. Contract: at most
+// one pod per Runner, ever. A pod missing from the cache is looked up uncached before
+// one is created; a pod that existed (status.podName is set) and is gone fails the
+// runner with PodDeleted instead of being recreated. Done when s.pod is set.
+func (r *Reconciler) ensurePod(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
+	key := types.NamespacedName{Namespace: s.runner.Namespace, Name: s.runner.Name}
+	pod := &corev1.Pod{}
+	err := r.Client.Get(ctx, key, pod)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, key, pod)
+	}
+	switch {
+	case err == nil:
+		s.pod = pod
+		s.runner.Status.PodName = pod.Name
+		return reconcile.Result{}, true, nil
+	case !apierrors.IsNotFound(err):
+		return reconcile.Result{}, false, fmt.Errorf("reading runner pod: %w", err)
+	}
+	if s.runner.Status.PodName != "" {
+		// The cache may be behind our own status write: a runner failed a moment ago
+		// deleted its pod itself. Decide on the stored Runner, not the cached one.
+		fresh := &v1alpha1.Runner{}
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.runner.Namespace, Name: s.runner.Name}, fresh); err != nil {
+			return reconcile.Result{}, false, ctrl.IgnoreNotFound(err)
+		}
+		if fresh.Status.Phase == v1alpha1.RunnerFailed || fresh.Status.Phase == v1alpha1.RunnerSucceeded || !fresh.DeletionTimestamp.IsZero() {
+			s.runner, s.before = fresh, fresh.DeepCopy()
+			return reconcile.Result{RequeueAfter: time.Second}, false, nil
+		}
+		if s.runner.Status.Job != nil {
+			// The job ran and the pod is gone: nothing is lost, the runner is done.
+			s.runner.Status.Phase = v1alpha1.RunnerSucceeded
+			return r.complete(ctx, s)
+		}
+		return r.fail(ctx, s, v1alpha1.ReasonPodDeleted, "the runner's pod was deleted before the runner ran a job")
+	}
+
+	pod = buildPod(s.runner, s.pool)
+	if err := controllerutil.SetControllerReference(s.runner, pod, r.Client.Scheme()); err != nil {
+		return reconcile.Result{}, false, err
+	}
+	log.FromContext(ctx).V(1).Info("Creating runner pod", "pod", pod.Name)
+	if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		return reconcile.Result{}, false, fmt.Errorf("creating runner pod: %w", err)
+	}
+	s.runner.Status.PodName = pod.Name
+	// The pod watch brings the runner back when the pod changes.
+	return reconcile.Result{}, false, nil
+}
+
+// buildPod is the runner's pod: the pool's template, the Runner's name and labels, and
+// the runner container reading its JIT configuration from the Runner's Secret.
+func buildPod(runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) *corev1.Pod {
+	tmpl := pool.Spec.Template.DeepCopy()
+	pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
+	pod.Name = runner.Name
+	pod.Namespace = runner.Namespace
+	pod.GenerateName = ""
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels[v1alpha1.LabelManagedBy] = v1alpha1.ManagedByValue
+	pod.Labels[v1alpha1.LabelPool] = pool.Name
+	pod.Labels[v1alpha1.LabelRunner] = runner.Name
+	// One job, then the pod is done: never restart the runner in place.
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if c.Name != v1alpha1.RunnerContainerName {
+			continue
+		}
+		c.Env = append(c.Env, corev1.EnvVar{
+			Name: EnvJITConfig,
+			ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: runner.Name},
+				Key:                  JITConfigKey,
+			}},
+		})
+	}
+	return pod
+}

@@ -1,0 +1,164 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/github"
+)
+
+// JITConfigKey is the key of the runner's Secret that holds its JIT configuration; the
+// runner container gets it as ACTIONS_RUNNER_INPUT_JITCONFIG.
+const JITConfigKey = "jitconfig"
+
+// annotationRunnerID on the runner's Secret records the GitHub runner id registered with
+// it, so a restart that lost the status write recovers the id without another call.
+const annotationRunnerID = "gantry.dev/github-runner-id"
+
+// register gives the runner its GitHub registration: a JIT configuration kept only in a
+// Secret the Runner owns. Contract: it registers at most once per Runner — the Secret is
+// looked up uncached before GitHub is called, and a duplicate name (a registration whose
+// Secret was never written) is removed from GitHub and registered again. Done when
+// status.githubRunnerID is set.
+func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
+	if s.runner.Status.GitHubRunnerID != 0 {
+		return reconcile.Result{}, true, nil
+	}
+	if s.runner.Status.Phase == "" {
+		s.runner.Status.Phase = v1alpha1.RunnerPending
+	}
+	// A Secret already there means an earlier reconcile registered and then lost the
+	// status write (a restart, a conflict): recover the id, never register twice.
+	var existing corev1.Secret
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.runner.Namespace, Name: s.runner.Name}, &existing)
+	if err == nil {
+		id, perr := strconv.ParseInt(existing.Annotations[annotationRunnerID], 10, 64)
+		if perr != nil || id == 0 {
+			return reconcile.Result{}, false, fmt.Errorf("runner secret %s has no %s annotation", existing.Name, annotationRunnerID)
+		}
+		r.setRegistered(s, id)
+		return reconcile.Result{}, true, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, false, fmt.Errorf("reading runner secret: %w", err)
+	}
+
+	if s.pool.Spec.RegistrationMode != "" && s.pool.Spec.RegistrationMode != v1alpha1.RegistrationModeJIT {
+		s.runner.Status.Message = "registrationMode " + string(s.pool.Spec.RegistrationMode) + " is not supported by this version of Gantry; use JIT"
+		return reconcile.Result{}, false, nil
+	}
+	gh, sc, err := r.GitHub.For(ctx, s.pool)
+	if err != nil {
+		return r.waitOn(s, err)
+	}
+	group, err := gh.RunnerGroupID(ctx, sc, s.pool.Spec.GitHub.RunnerGroup)
+	if err != nil {
+		return r.waitOn(s, fmt.Errorf("resolving runner group %q: %w", s.pool.Spec.GitHub.RunnerGroup, err))
+	}
+	log.FromContext(ctx).V(1).Info("Registering runner with GitHub", "scope", sc.String())
+	jit, err := gh.GenerateJITConfig(ctx, sc, github.JITConfigRequest{
+		Name:          s.runner.Name,
+		RunnerGroupID: group,
+		Labels:        runnerLabels(s.pool.Spec.Labels),
+	})
+	if github.IsAlreadyExists(err) {
+		// Registered before, but its Secret was never written: the JIT configuration is
+		// lost. Remove that registration and register again on the next pass.
+		return r.removeStaleRegistration(ctx, gh, sc, s)
+	}
+	if err != nil {
+		return r.waitOn(s, fmt.Errorf("generating the JIT configuration: %w", err))
+	}
+
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: s.runner.Namespace,
+			Name:      s.runner.Name,
+			Labels: map[string]string{
+				v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue,
+				v1alpha1.LabelPool:      s.pool.Name,
+				v1alpha1.LabelRunner:    s.runner.Name,
+			},
+			Annotations: map[string]string{annotationRunnerID: strconv.FormatInt(jit.Runner.ID, 10)},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{JITConfigKey: []byte(jit.EncodedJITConfig)},
+	}
+	if err := controllerutil.SetControllerReference(s.runner, secret, r.Client.Scheme()); err != nil {
+		return reconcile.Result{}, false, err
+	}
+	if err := r.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return reconcile.Result{}, false, fmt.Errorf("creating runner secret: %w", err)
+	}
+	r.setRegistered(s, jit.Runner.ID)
+	s.runner.Status.Message = ""
+	return reconcile.Result{}, true, nil
+}
+
+func (r *Reconciler) setRegistered(s *scope, id int64) {
+	now := metav1.NewTime(r.Clock.Now())
+	s.runner.Status.GitHubRunnerID = id
+	s.runner.Status.GitHubRunnerName = s.runner.Name
+	if s.runner.Status.RegisteredAt == nil {
+		s.runner.Status.RegisteredAt = &now
+	}
+}
+
+func (r *Reconciler) removeStaleRegistration(ctx context.Context, gh github.Client, sc github.Scope, s *scope) (reconcile.Result, bool, error) {
+	found, err := gh.ListRunners(ctx, sc, s.runner.Name)
+	if err != nil {
+		return r.waitOn(s, fmt.Errorf("finding the stale registration of %s: %w", s.runner.Name, err))
+	}
+	for _, gr := range found {
+		if err := gh.DeleteRunner(ctx, sc, gr.ID); err != nil && !github.IsNotFound(err) {
+			return r.waitOn(s, fmt.Errorf("removing the stale registration of %s: %w", s.runner.Name, err))
+		}
+	}
+	return reconcile.Result{RequeueAfter: time.Second}, false, nil
+}
+
+// waitOn turns an error from GitHub or the pool's configuration into a wait: a
+// configuration problem is written to status.message and waits for the pool to change;
+// a rate limit waits exactly as long as GitHub asks; anything else is retried with the
+// controller's backoff.
+func (r *Reconciler) waitOn(s *scope, err error) (reconcile.Result, bool, error) {
+	var cfg *controller.ConfigError
+	switch {
+	case errors.As(err, &cfg):
+		s.runner.Status.Message = cfg.Message
+		return reconcile.Result{RequeueAfter: configRetry}, false, nil
+	case github.IsRateLimited(err):
+		s.runner.Status.Message = "waiting for GitHub's rate limit to reset"
+		return reconcile.Result{RequeueAfter: github.RetryAfter(err)}, false, nil
+	case github.IsUnauthorized(err):
+		s.runner.Status.Message = "GitHub refused the pool's credentials: " + err.Error()
+		return reconcile.Result{RequeueAfter: configRetry}, false, nil
+	}
+	return reconcile.Result{}, false, err
+}
+
+// runnerLabels is what a runner registers with: self-hosted plus the pool's labels.
+func runnerLabels(pool []string) []string {
+	out := []string{"self-hosted"}
+	for _, l := range pool {
+		if !slices.ContainsFunc(out, func(o string) bool { return strings.EqualFold(o, l) }) {
+			out = append(out, l)
+		}
+	}
+	return out
+}

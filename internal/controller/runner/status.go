@@ -1,0 +1,26 @@
+package runner
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+)
+
+// Runner condition types.
+const (
+	// ConditionOnline is True once GitHub was seen to have the runner online.
+	ConditionOnline = "Online"
+	// ConditionFailed is True when the runner failed; its reason is status.reason.
+	ConditionFailed = "Failed"
+)
+
+const (
+	// configRetry is how often a runner waiting on its pool's configuration looks again.
+	configRetry = 30 * time.Second
+	// busyRetry is how often a deleted runner that GitHub says is busy is asked about again.
+	busyRetry = 15 * time.Second
+)
+
+func equalStatus(a, b v1alpha1.RunnerStatus) bool { return equality.Semantic.DeepEqual(a, b) }

@@ -1,0 +1,197 @@
+// Package runnerpool is the RunnerPool controller: it computes how many runners a pool
+// needs and chooses which to create or retire. It never touches GitHub for a runner —
+// the Runner controller does — and never retires a busy runner.
+//
+//	controller.go  Reconcile: get, finalizer, route, count, scale, status
+//	scale.go       desired count, creation with expectations, victim choice
+//	status.go      counts and conditions
+//	metrics.go     per-pool gauges and the pickup latency histogram
+package runnerpool
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/demand"
+	"github.com/gantry-dev/gantry/internal/github"
+)
+
+// Finalizer keeps a RunnerPool until it has drained: busy runners finished, the others
+// unregistered and removed.
+const Finalizer = "gantry.dev/pool-drain"
+
+// Reconciler reconciles RunnerPools.
+type Reconciler struct {
+	Client   client.Client
+	GitHub   *controller.GitHubResolver
+	Tracker  *demand.Tracker
+	Failures *controller.FailureBackoff
+	Events   events.EventRecorder
+	Clock    clock.Clock
+	// FailureThreshold is how many failures in a row mark a pool Degraded.
+	FailureThreshold int
+
+	expectations expectations
+	routedMu     sync.Mutex
+	routed       map[types.NamespacedName]demand.Pool
+}
+
+// Reconcile scales one pool.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	pool := &v1alpha1.RunnerPool{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			r.unroute(req.NamespacedName)
+			forgetMetrics(req.NamespacedName)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	runners, err := r.listRunners(ctx, pool)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !pool.DeletionTimestamp.IsZero() {
+		return r.drain(ctx, pool, runners)
+	}
+	if !controllerutil.ContainsFinalizer(pool, Finalizer) {
+		patch := client.MergeFromWithOptions(pool.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(pool, Finalizer)
+		return reconcile.Result{}, r.Client.Patch(ctx, pool, patch)
+	}
+
+	before := pool.DeepCopy()
+	st := &state{pool: pool, runners: runners}
+	st.configErr = r.checkConfig(ctx, pool)
+	if st.configErr == nil {
+		r.route(pool)
+	} else {
+		r.unroute(req.NamespacedName)
+	}
+
+	st.count(r.Tracker, r.expectations.pending(req.NamespacedName, runners, r.Clock.Now()))
+	st.demand = r.Tracker.Demand(req.NamespacedName)
+	st.failures = r.Failures.Get(req.NamespacedName)
+	st.desired = desired(pool.Spec, st.busy, st.demand.Queued)
+
+	res, scaleErr := r.scale(ctx, st)
+	setStatus(st, r.Clock.Now(), r.FailureThreshold)
+	recordMetrics(st)
+	if err := r.Client.Status().Patch(ctx, pool, client.MergeFrom(before)); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	return res, scaleErr
+}
+
+// checkConfig says what the pool's owner must fix before runners can be created, or nil.
+func (r *Reconciler) checkConfig(ctx context.Context, pool *v1alpha1.RunnerPool) error {
+	if m := pool.Spec.RegistrationMode; m != "" && m != v1alpha1.RegistrationModeJIT {
+		return &controller.ConfigError{Reason: controller.ReasonRegistrationMode,
+			Message: "registrationMode " + string(m) + " is not supported by this version of Gantry; set registrationMode: JIT"}
+	}
+	_, _, err := r.GitHub.For(ctx, pool)
+	return err
+}
+
+func (r *Reconciler) listRunners(ctx context.Context, pool *v1alpha1.RunnerPool) ([]v1alpha1.Runner, error) {
+	var list v1alpha1.RunnerList
+	if err := r.Client.List(ctx, &list, client.InNamespace(pool.Namespace), client.MatchingLabels{v1alpha1.LabelPool: pool.Name}); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// route tells the Router where this pool takes jobs from, and reroutes queued jobs when
+// that changed.
+func (r *Reconciler) route(pool *v1alpha1.RunnerPool) {
+	sc, err := github.ParseURL(pool.Spec.GitHub.URL)
+	if err != nil {
+		return
+	}
+	p := demand.Pool{
+		Key: types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}, Host: sc.Host,
+		Owner: sc.Owner, Repo: sc.Repo, Enterprise: sc.Enterprise, Labels: pool.Spec.Labels,
+	}
+	switch sc.Kind {
+	case github.ScopeRepository:
+		p.Kind = demand.ScopeRepository
+	case github.ScopeOrganization:
+		p.Kind = demand.ScopeOrganization
+	case github.ScopeEnterprise:
+		p.Kind = demand.ScopeEnterprise
+	}
+	r.routedMu.Lock()
+	if r.routed == nil {
+		r.routed = map[types.NamespacedName]demand.Pool{}
+	}
+	old, had := r.routed[p.Key]
+	same := had && samePool(old, p)
+	r.routed[p.Key] = p
+	r.routedMu.Unlock()
+	if !same {
+		r.Tracker.Router().SetPool(p)
+		r.Tracker.Reroute()
+	}
+}
+
+func (r *Reconciler) unroute(key types.NamespacedName) {
+	r.routedMu.Lock()
+	_, had := r.routed[key]
+	delete(r.routed, key)
+	r.routedMu.Unlock()
+	if had {
+		r.Tracker.Router().RemovePool(key)
+		r.Tracker.Reroute()
+	}
+	r.expectations.forget(key)
+}
+
+func samePool(a, b demand.Pool) bool {
+	if a.Kind != b.Kind || a.Host != b.Host || a.Owner != b.Owner || a.Repo != b.Repo || a.Enterprise != b.Enterprise || len(a.Labels) != len(b.Labels) {
+		return false
+	}
+	for i := range a.Labels {
+		if a.Labels[i] != b.Labels[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// drain retires a deleted pool's runners: idle and pending ones are deleted (the Runner
+// controller unregisters them), busy ones finish their job first. The finalizer goes
+// when no Runner is left.
+func (r *Reconciler) drain(ctx context.Context, pool *v1alpha1.RunnerPool, runners []v1alpha1.Runner) (reconcile.Result, error) {
+	key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}
+	r.unroute(key)
+	var errs []error
+	for i := range runners {
+		rn := &runners[i]
+		if !rn.DeletionTimestamp.IsZero() || isBusy(rn, r.Tracker) {
+			continue
+		}
+		if err := r.Client.Delete(ctx, rn); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return reconcile.Result{}, errors.Join(errs...)
+	}
+	if len(runners) > 0 {
+		// Runner changes wake the pool; the requeue is a backstop.
+		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
+	}
+	patch := client.MergeFromWithOptions(pool.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(pool, Finalizer)
+	return reconcile.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, pool, patch))
+}

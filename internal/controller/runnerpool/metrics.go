@@ -1,0 +1,51 @@
+package runnerpool
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/gantry-dev/gantry/internal/demand"
+)
+
+var (
+	poolRunners = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gantry_pool_runners",
+		Help: "Runners of a pool by state: desired, pending, idle, busy, failed.",
+	}, []string{"namespace", "pool", "state"})
+	poolQueuedJobs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gantry_pool_queued_jobs",
+		Help: "Jobs routed to a pool and not yet picked up.",
+	}, []string{"namespace", "pool"})
+	jobPickup = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gantry_job_pickup_seconds",
+		Help:    "Time from a job being seen queued to a runner picking it up.",
+		Buckets: []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600},
+	}, []string{"namespace", "pool"})
+)
+
+func init() { metrics.Registry.MustRegister(poolRunners, poolQueuedJobs, jobPickup) }
+
+func recordMetrics(s *state) {
+	ns, name := s.pool.Namespace, s.pool.Name
+	st := s.pool.Status
+	for state, v := range map[string]int32{
+		"desired": st.DesiredRunners, "pending": st.PendingRunners, "idle": st.IdleRunners,
+		"busy": st.BusyRunners, "failed": st.FailedRunners,
+	} {
+		poolRunners.WithLabelValues(ns, name, state).Set(float64(v))
+	}
+	poolQueuedJobs.WithLabelValues(ns, name).Set(float64(st.QueuedJobs))
+}
+
+func forgetMetrics(key demand.PoolKey) {
+	poolRunners.DeletePartialMatch(prometheus.Labels{"namespace": key.Namespace, "pool": key.Name})
+	poolQueuedJobs.DeleteLabelValues(key.Namespace, key.Name)
+	jobPickup.DeleteLabelValues(key.Namespace, key.Name)
+}
+
+// ObservePickup records one job's pickup latency; wire it to Tracker.SetPickupObserver.
+func ObservePickup(pool demand.PoolKey, waited time.Duration) {
+	jobPickup.WithLabelValues(pool.Namespace, pool.Name).Observe(waited.Seconds())
+}

@@ -1,0 +1,245 @@
+package runnerpool
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/demand"
+)
+
+// maxCreatesPerReconcile bounds one pass's creations so status and other pools keep
+// moving during a large burst; the pool requeues at once to create the rest.
+const maxCreatesPerReconcile = 100
+
+// state is one reconcile's view of a pool.
+type state struct {
+	pool    *v1alpha1.RunnerPool
+	runners []v1alpha1.Runner
+
+	pending, idle, busy, failed int
+	// expected counts runners created but not yet seen in the cache.
+	expected int
+	demand   demand.Demand
+	desired  int
+	failures controller.PoolFailures
+
+	configErr error
+	created   int
+	retired   int
+	backoff   time.Time
+}
+
+// configBroken reports whether the pool's configuration keeps runners from being created.
+func (s *state) configBroken() bool { return s.configErr != nil }
+
+// active is what counts against maxRunners: everything alive but failed runners.
+func (s *state) active() int { return s.pending + s.idle + s.busy + s.expected }
+
+// desired = clamp(busy + queued-and-unassigned + minIdle, 0, maxRunners).
+func desired(spec v1alpha1.RunnerPoolSpec, busy, queued int) int {
+	return max(0, min(busy+queued+int(spec.MinIdle), int(spec.MaxRunners)))
+}
+
+func isBusy(rn *v1alpha1.Runner, t *demand.Tracker) bool {
+	if rn.Status.Phase == v1alpha1.RunnerBusy || rn.Status.Job != nil {
+		return true
+	}
+	_, ok := t.RunnerJob(rn.Name)
+	return ok
+}
+
+// count sorts the pool's runners by phase. Deleted and succeeded runners are on their way
+// out and count nowhere; failed ones do not count against capacity.
+func (s *state) count(t *demand.Tracker, expected int) {
+	s.expected = expected
+	for i := range s.runners {
+		rn := &s.runners[i]
+		switch {
+		case rn.Status.Phase == v1alpha1.RunnerFailed:
+			s.failed++
+		case isBusy(rn, t):
+			s.busy++ // busy counts even while deleted: it holds capacity until its job ends
+		case !rn.DeletionTimestamp.IsZero() || rn.Status.Phase == v1alpha1.RunnerSucceeded:
+		case rn.Status.Phase == v1alpha1.RunnerIdle:
+			s.idle++
+		default:
+			s.pending++
+		}
+	}
+}
+
+// scale creates or retires runners toward the desired count. Contract: never more than
+// maxRunners alive (failed runners excluded), nothing created while the configuration
+// is broken or the pool is backing off after repeated failures, and only idle or
+// never-registered runners retired — never a busy one.
+func (r *Reconciler) scale(ctx context.Context, s *state) (reconcile.Result, error) {
+	key := types.NamespacedName{Namespace: s.pool.Namespace, Name: s.pool.Name}
+	switch diff := s.desired - s.active(); {
+	case diff > 0:
+		if s.configBroken() {
+			// Reported in the pool's conditions; the pool's owner must act.
+			return reconcile.Result{RequeueAfter: time.Minute}, nil
+		}
+		if !s.failures.Until.IsZero() {
+			s.backoff = s.failures.Until
+			return reconcile.Result{RequeueAfter: s.failures.Until.Sub(r.Clock.Now())}, nil
+		}
+		n := min(diff, maxCreatesPerReconcile)
+		for range n {
+			if err := r.createRunner(ctx, s.pool, key); err != nil {
+				return reconcile.Result{}, err
+			}
+			s.created++
+		}
+		if n < diff {
+			return reconcile.Result{RequeueAfter: 10 * time.Millisecond}, nil
+		}
+	case diff < 0:
+		for _, victim := range victims(s.runners, -diff, r.Tracker) {
+			log.FromContext(ctx).V(1).Info("Retiring runner", "runner", victim.Name, "phase", victim.Status.Phase)
+			if err := r.Client.Delete(ctx, victim); client.IgnoreNotFound(err) != nil {
+				return reconcile.Result{}, fmt.Errorf("retiring runner %s: %w", victim.Name, err)
+			}
+			s.retired++
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+func (r *Reconciler) createRunner(ctx context.Context, pool *v1alpha1.RunnerPool, key types.NamespacedName) error {
+	rn := &v1alpha1.Runner{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: pool.Namespace,
+			Name:      runnerName(pool.Name),
+			Labels: map[string]string{
+				v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue,
+				v1alpha1.LabelPool:      pool.Name,
+			},
+			Finalizers: []string{v1alpha1.Finalizer},
+		},
+		Spec: v1alpha1.RunnerSpec{PoolName: pool.Name},
+	}
+	if err := controllerutil.SetControllerReference(pool, rn, r.Client.Scheme()); err != nil {
+		return err
+	}
+	r.expectations.expect(key, rn.Name, r.Clock.Now())
+	if err := r.Client.Create(ctx, rn); err != nil {
+		r.expectations.observed(key, rn.Name)
+		return fmt.Errorf("creating runner: %w", err)
+	}
+	return nil
+}
+
+// victims picks up to n runners to retire: never-registered first (no GitHub
+// registration to undo), then pending, then idle, newest first within each; never a
+// busy, deleted or failed one.
+func victims(runners []v1alpha1.Runner, n int, t *demand.Tracker) []*v1alpha1.Runner {
+	var cands []*v1alpha1.Runner
+	for i := range runners {
+		rn := &runners[i]
+		if !rn.DeletionTimestamp.IsZero() || isBusy(rn, t) {
+			continue
+		}
+		switch rn.Status.Phase {
+		case "", v1alpha1.RunnerPending, v1alpha1.RunnerIdle:
+			cands = append(cands, rn)
+		}
+	}
+	rank := func(rn *v1alpha1.Runner) int {
+		switch {
+		case rn.Status.GitHubRunnerID == 0:
+			return 0
+		case rn.Status.Phase != v1alpha1.RunnerIdle:
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(cands, func(a, b *v1alpha1.Runner) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra - rb
+		}
+		return b.CreationTimestamp.Compare(a.CreationTimestamp.Time)
+	})
+	return cands[:min(n, len(cands))]
+}
+
+// runnerName is POOL-xxxxx: the Runner's, its pod's, its Secret's and its GitHub
+// runner's name. Random, not generateName, so the name is known before the create and
+// can be recorded as an expectation.
+func runnerName(pool string) string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	if len(pool) > 57 {
+		pool = pool[:57]
+	}
+	return pool + "-" + string(b)
+}
+
+// expectations remember runners created but not yet seen in the informer cache, so a
+// stale read right after a create never makes the pool create them again.
+type expectations struct {
+	mu   sync.Mutex
+	byPl map[types.NamespacedName]map[string]time.Time
+}
+
+// expectationTTL: a created runner the cache has not shown after this long is assumed
+// lost (its create failed on the way back) and no longer counted.
+const expectationTTL = time.Minute
+
+func (e *expectations) expect(pool types.NamespacedName, name string, now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.byPl == nil {
+		e.byPl = map[types.NamespacedName]map[string]time.Time{}
+	}
+	if e.byPl[pool] == nil {
+		e.byPl[pool] = map[string]time.Time{}
+	}
+	e.byPl[pool][name] = now
+}
+
+func (e *expectations) observed(pool types.NamespacedName, name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.byPl[pool], name)
+}
+
+// pending drops the expectations the listed runners satisfy and returns how many remain.
+func (e *expectations) pending(pool types.NamespacedName, seen []v1alpha1.Runner, now time.Time) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := e.byPl[pool]
+	for i := range seen {
+		delete(m, seen[i].Name)
+	}
+	cutoff := now.Add(-expectationTTL)
+	for name, at := range m {
+		if at.Before(cutoff) {
+			delete(m, name)
+		}
+	}
+	return len(m)
+}
+
+func (e *expectations) forget(pool types.NamespacedName) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.byPl, pool)
+}

@@ -1,0 +1,96 @@
+package runnerpool
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/demand"
+)
+
+func TestDesired(t *testing.T) {
+	tests := []struct {
+		name                      string
+		minIdle, max              int32
+		busy, queued, wantDesired int
+	}{
+		{"scale to zero", 0, 10, 0, 0, 0},
+		{"one queued job from zero", 0, 10, 0, 1, 1},
+		{"busy plus queued plus warm", 2, 10, 3, 4, 9},
+		{"capped at maxRunners", 2, 10, 5, 20, 10},
+		{"paused pool", 0, 0, 0, 5, 0},
+		{"warm pool with nothing to do", 3, 10, 0, 0, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := v1alpha1.RunnerPoolSpec{MinIdle: tt.minIdle, MaxRunners: tt.max}
+			if got := desired(spec, tt.busy, tt.queued); got != tt.wantDesired {
+				t.Errorf("desired = %d, want %d", got, tt.wantDesired)
+			}
+		})
+	}
+}
+
+func runnerAt(name string, phase v1alpha1.RunnerPhase, id int64, age time.Duration) v1alpha1.Runner {
+	return v1alpha1.Runner{
+		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).Add(-age))},
+		Status:     v1alpha1.RunnerStatus{Phase: phase, GitHubRunnerID: id},
+	}
+}
+
+func TestVictimsNeverIncludeBusyRunners(t *testing.T) {
+	tracker := demand.NewTracker(demand.NewRouter(), clocktesting.NewFakeClock(time.Now()))
+	// busy-by-webhook is Idle in its status but GitHub's in_progress event named it.
+	tracker.Observe(demand.JobEvent{Action: demand.ActionInProgress, Job: demand.Job{ID: 9, RunnerName: "busy-by-webhook"}})
+	deleted := runnerAt("deleted", v1alpha1.RunnerIdle, 7, time.Minute)
+	deleted.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	runners := []v1alpha1.Runner{
+		runnerAt("idle-old", v1alpha1.RunnerIdle, 1, 10*time.Minute),
+		runnerAt("busy", v1alpha1.RunnerBusy, 2, 5*time.Minute),
+		runnerAt("unregistered", v1alpha1.RunnerPending, 0, time.Minute),
+		runnerAt("idle-new", v1alpha1.RunnerIdle, 3, time.Minute),
+		runnerAt("pending-registered", v1alpha1.RunnerPending, 4, 2*time.Minute),
+		runnerAt("failed", v1alpha1.RunnerFailed, 5, time.Minute),
+		runnerAt("busy-by-webhook", v1alpha1.RunnerIdle, 6, time.Minute),
+		deleted,
+	}
+	tests := []struct {
+		n    int
+		want []string
+	}{
+		{1, []string{"unregistered"}},
+		{2, []string{"unregistered", "pending-registered"}},
+		{4, []string{"unregistered", "pending-registered", "idle-new", "idle-old"}},
+		{10, []string{"unregistered", "pending-registered", "idle-new", "idle-old"}},
+	}
+	for _, tt := range tests {
+		var got []string
+		for _, v := range victims(runners, tt.n, tracker) {
+			got = append(got, v.Name)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("victims(%d) (-want +got):\n%s", tt.n, diff)
+		}
+	}
+}
+
+func TestExpectationsCountCreatesTheCacheHasNotShown(t *testing.T) {
+	var e expectations
+	pool := demand.PoolKey{Namespace: "ci", Name: "p"}
+	now := time.Now()
+	e.expect(pool, "p-aaaaa", now)
+	e.expect(pool, "p-bbbbb", now)
+	if got := e.pending(pool, nil, now); got != 2 {
+		t.Fatalf("pending before the cache shows anything = %d, want 2", got)
+	}
+	if got := e.pending(pool, []v1alpha1.Runner{{ObjectMeta: metav1.ObjectMeta{Name: "p-aaaaa"}}}, now); got != 1 {
+		t.Fatalf("pending after the cache shows one = %d, want 1", got)
+	}
+	if got := e.pending(pool, nil, now.Add(expectationTTL+time.Second)); got != 0 {
+		t.Fatalf("pending after the TTL = %d, want 0", got)
+	}
+}

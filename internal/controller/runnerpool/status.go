@@ -1,0 +1,85 @@
+package runnerpool
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller"
+)
+
+// setStatus writes the pool's counts and conditions, each computed from the state alone.
+func setStatus(s *state, now time.Time, threshold int) {
+	st := &s.pool.Status
+	st.ObservedGeneration = s.pool.Generation
+	st.QueuedJobs = int32(s.demand.Queued)
+	st.DesiredRunners = int32(s.desired)
+	st.PendingRunners = int32(s.pending + s.expected + s.created)
+	st.IdleRunners = int32(s.idle)
+	st.BusyRunners = int32(s.busy)
+	st.FailedRunners = int32(s.failed)
+	for _, c := range []metav1.Condition{
+		readyCondition(s),
+		scalingUpCondition(s),
+		scalingDownCondition(s),
+		degradedCondition(s, now, threshold),
+	} {
+		c.ObservedGeneration = s.pool.Generation
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+}
+
+func configReason(err error) (string, string) {
+	var cfg *controller.ConfigError
+	if errors.As(err, &cfg) {
+		return cfg.Reason, cfg.Message
+	}
+	return controller.ReasonGitHubUnavailable, err.Error()
+}
+
+func readyCondition(s *state) metav1.Condition {
+	if s.configErr != nil {
+		reason, msg := configReason(s.configErr)
+		return metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg}
+	}
+	return metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAsExpected,
+		Message: "the pool takes jobs"}
+}
+
+func scalingUpCondition(s *state) metav1.Condition {
+	if s.created > 0 || (s.configErr == nil && s.desired > s.active()) {
+		return metav1.Condition{Type: v1alpha1.ConditionScalingUp, Status: metav1.ConditionTrue, Reason: "CreatingRunners",
+			Message: fmt.Sprintf("%d runners wanted, %d alive", s.desired, s.active()+s.created)}
+	}
+	return metav1.Condition{Type: v1alpha1.ConditionScalingUp, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonAsExpected,
+		Message: "no runners to create"}
+}
+
+func scalingDownCondition(s *state) metav1.Condition {
+	if s.retired > 0 {
+		return metav1.Condition{Type: v1alpha1.ConditionScalingDown, Status: metav1.ConditionTrue, Reason: "RetiringRunners",
+			Message: fmt.Sprintf("retiring %d idle runners", s.retired)}
+	}
+	return metav1.Condition{Type: v1alpha1.ConditionScalingDown, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonAsExpected,
+		Message: "no runners to retire"}
+}
+
+func degradedCondition(s *state, now time.Time, threshold int) metav1.Condition {
+	if s.configErr != nil {
+		reason, msg := configReason(s.configErr)
+		return metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reason, Message: msg}
+	}
+	if s.failures.Degraded(threshold) {
+		msg := fmt.Sprintf("%d runners failed in a row; the last: %s: %s", s.failures.Consecutive, s.failures.LastReason, s.failures.LastMessage)
+		if !s.failures.Until.IsZero() {
+			msg += fmt.Sprintf("; creating runners again in %s", s.failures.Until.Sub(now).Round(time.Second))
+		}
+		return metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRunnerFailures, Message: msg}
+	}
+	return metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonAsExpected,
+		Message: "runners start and run jobs"}
+}

@@ -1,0 +1,280 @@
+// Package manager assembles Gantry's controller manager: the cache (pods and Secrets
+// restricted to Gantry's label), the demand Tracker and its webhook endpoint, the
+// GitHub client provider, and the RunnerPool and Runner controllers. `gantry
+// controller` and the integration tests build it the same way.
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/controller/runner"
+	"github.com/gantry-dev/gantry/internal/controller/runnerpool"
+	"github.com/gantry-dev/gantry/internal/demand"
+	"github.com/gantry-dev/gantry/internal/github"
+)
+
+// WebhookSecretKey is the key of the webhook Secret that holds the webhook secret.
+const WebhookSecretKey = "webhook_secret"
+
+// Options configure the manager. Zero values take the documented defaults.
+type Options struct {
+	// MetricsAddr serves /metrics ("0" disables). Default ":8080".
+	MetricsAddr string
+	// ProbeAddr serves /healthz and /readyz ("0" disables). Default ":8081".
+	ProbeAddr string
+	// WebhookAddr serves GitHub's webhooks at /webhook. Default ":9090".
+	WebhookAddr string
+	// WebhookSecret names the Secret holding webhook_secret (and, while rotating,
+	// webhook_secret_previous).
+	WebhookSecret types.NamespacedName
+	// LeaderElection, with LeaderElectionNamespace, lets several replicas run with one
+	// active.
+	LeaderElection          bool
+	LeaderElectionNamespace string
+	// Namespaces restricts what is watched; empty means all namespaces.
+	Namespaces []string
+	// Concurrency is how many pools and runners are reconciled at once. Default 16.
+	Concurrency int
+	// GitHubTimeout bounds each GitHub request. Default 30s.
+	GitHubTimeout time.Duration
+	// FailedRunnerRetention is how long a Failed Runner stays visible. Default 10m.
+	FailedRunnerRetention time.Duration
+	// Clock defaults to the real clock.
+	Clock clock.Clock
+	// SeveralPerProcess lets tests run more than one manager in a process (controller
+	// names are otherwise required to be unique, for their metrics).
+	SeveralPerProcess bool
+}
+
+func (o *Options) defaults() {
+	if o.MetricsAddr == "" {
+		o.MetricsAddr = ":8080"
+	}
+	if o.ProbeAddr == "" {
+		o.ProbeAddr = ":8081"
+	}
+	if o.WebhookAddr == "" {
+		o.WebhookAddr = ":9090"
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 16
+	}
+	if o.GitHubTimeout == 0 {
+		o.GitHubTimeout = 30 * time.Second
+	}
+	if o.FailedRunnerRetention == 0 {
+		o.FailedRunnerRetention = 10 * time.Minute
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+}
+
+func init() { crmetrics.Registry.MustRegister(demand.WebhookDeliveries) }
+
+// Scheme knows the core types and Gantry's.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = v1alpha1.AddToScheme(s)
+	return s
+}
+
+// Gantry is an assembled manager and the parts tests look into.
+type Gantry struct {
+	Manager ctrl.Manager
+	Tracker *demand.Tracker
+	Webhook *demand.WebhookHandler
+	// WebhookListener is bound at New, so its address is known before Start.
+	WebhookListener net.Listener
+}
+
+// New assembles the manager. It binds the webhook listener at once; Start serves it.
+func New(cfg *rest.Config, opts Options) (*Gantry, error) {
+	opts.defaults()
+	managed := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})
+	cacheOpts := cache.Options{
+		// Pods and Secrets: only Gantry's own, so memory follows the number of runners,
+		// not the size of the cluster.
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:    {Label: managed},
+			&corev1.Secret{}: {Label: managed},
+		},
+	}
+	if len(opts.Namespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range opts.Namespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		Scheme:                        Scheme(),
+		Cache:                         cacheOpts,
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:        opts.ProbeAddr,
+		LeaderElection:                opts.LeaderElection,
+		LeaderElectionID:              "gantry-controller.gantry.dev",
+		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.SeveralPerProcess)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	clk := opts.Clock
+	tracker := demand.NewTracker(demand.NewRouter(), clk)
+	resolver := &controller.GitHubResolver{
+		Reader:    mgr.GetAPIReader(),
+		Provider:  github.NewProvider(github.ProviderOptions{Options: github.Options{Timeout: opts.GitHubTimeout, Clock: clk}}),
+		Clock:     clk,
+		SecretTTL: 30 * time.Second,
+	}
+	failures := &controller.FailureBackoff{Clock: clk, Threshold: 3, Base: 30 * time.Second, Max: 10 * time.Minute}
+
+	if err := (&runnerpool.Reconciler{
+		Client: mgr.GetClient(), GitHub: resolver, Tracker: tracker, Failures: failures,
+		Events: mgr.GetEventRecorder("gantry-runnerpool"), Clock: clk, FailureThreshold: failures.Threshold,
+	}).SetupWithManager(mgr, opts.Concurrency); err != nil {
+		return nil, err
+	}
+	if err := (&runner.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GitHub: resolver, Tracker: tracker,
+		Failures: failures, Events: mgr.GetEventRecorder("gantry-runner"), Clock: clk,
+		FailedRetention: opts.FailedRunnerRetention,
+	}).SetupWithManager(mgr, opts.Concurrency); err != nil {
+		return nil, err
+	}
+
+	secrets := &webhookSecrets{reader: mgr.GetAPIReader(), key: opts.WebhookSecret, clock: clk, ttl: 30 * time.Second}
+	hook := demand.NewWebhookHandler(secrets.get, tracker, clk, ctrl.Log.WithName("webhook"))
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", opts.WebhookAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listening for webhooks on %s: %w", opts.WebhookAddr, err)
+	}
+	if err := mgr.Add(&webhookServer{handler: hook, listener: ln, tracker: tracker}); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("cache", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return errors.New("informer caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return &Gantry{Manager: mgr, Tracker: tracker, Webhook: hook, WebhookListener: ln}, nil
+}
+
+// webhookServer serves GitHub's webhooks on the leader: the Tracker that the deliveries
+// feed lives in the leader's memory.
+type webhookServer struct {
+	handler  *demand.WebhookHandler
+	listener net.Listener
+	tracker  *demand.Tracker
+}
+
+func (w *webhookServer) NeedLeaderElection() bool { return true }
+
+func (w *webhookServer) Start(ctx context.Context) error {
+	mux := http.NewServeMux()
+	mux.Handle("/webhook", w.handler)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); w.handler.Run(stop) }()
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				w.tracker.Prune()
+			}
+		}
+	}()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(w.listener) }()
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		close(stop)
+		wg.Wait()
+		return err
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutdown)
+	close(stop)
+	wg.Wait()
+	return err
+}
+
+// webhookSecrets reads the webhook Secret, at most once per ttl.
+type webhookSecrets struct {
+	reader client.Reader
+	key    types.NamespacedName
+	clock  clock.PassiveClock
+	ttl    time.Duration
+
+	mu     sync.Mutex
+	cached [][]byte
+	readAt time.Time
+}
+
+func (w *webhookSecrets) get() [][]byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.key.Name == "" {
+		return nil
+	}
+	if !w.readAt.IsZero() && w.clock.Since(w.readAt) < w.ttl {
+		return w.cached
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var s corev1.Secret
+	err := w.reader.Get(ctx, w.key, &s)
+	switch {
+	case err == nil:
+		w.cached = [][]byte{s.Data[WebhookSecretKey], s.Data[WebhookSecretKey+"_previous"]}
+	case apierrors.IsNotFound(err):
+		w.cached = nil
+	default:
+		return w.cached // keep the last good secrets through an API server blip
+	}
+	w.readAt = w.clock.Now()
+	return w.cached
+}
