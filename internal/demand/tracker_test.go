@@ -1,6 +1,7 @@
 package demand
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -142,5 +143,45 @@ func TestTrackerKnowsWhichRunnerRunsWhichJob(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"pool-abcde", "pool-abcde"}, notified); diff != "" {
 		t.Errorf("runner notifications (-want +got):\n%s", diff)
+	}
+}
+
+func TestSyncRepoRecoversLostDeliveries(t *testing.T) {
+	tr, clk, rec := newTestTracker(t)
+	repo := Repo{Host: "github.com", Owner: "acme", Name: "api"}
+	job := func(id int64) Job {
+		return Job{ID: id, Host: "github.com", Owner: "acme", Repo: "api", Labels: []string{"linux"}}
+	}
+	// Job 1 arrived by webhook; its in_progress delivery will be lost.
+	tr.Observe(ev(ActionQueued, 1, "linux"))
+	clk.Step(time.Minute)
+	// GitHub lists job 2 (its queued webhook was lost) and no longer job 1.
+	listedAt := clk.Now()
+	// Job 3 arrives by webhook after the listing was taken: it must not be dropped.
+	clk.Step(time.Second)
+	tr.Observe(ev(ActionQueued, 3, "linux"))
+	rec.take()
+
+	added, dropped := tr.SyncRepo(repo, []Job{job(2)}, listedAt)
+	if added != 1 || dropped != 1 {
+		t.Errorf("SyncRepo added %d, dropped %d; want 1, 1", added, dropped)
+	}
+	var ids []int64
+	for _, j := range tr.QueuedJobs(key("linux")) {
+		ids = append(ids, j.ID)
+	}
+	slices.Sort(ids)
+	if diff := cmp.Diff([]int64{2, 3}, ids); diff != "" {
+		t.Errorf("queued jobs (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]Repo{repo}, tr.ActiveRepos()); diff != "" {
+		t.Errorf("active repos (-want +got):\n%s", diff)
+	}
+	if len(rec.take()) == 0 {
+		t.Error("SyncRepo changed demand without waking the pool")
+	}
+	// A second identical sync changes nothing.
+	if added, dropped := tr.SyncRepo(repo, []Job{job(2)}, listedAt); added != 0 || dropped != 0 {
+		t.Errorf("repeated SyncRepo added %d, dropped %d; want 0, 0", added, dropped)
 	}
 }

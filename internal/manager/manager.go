@@ -33,6 +33,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/controller/resync"
 	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/controller/runnerpool"
 	"github.com/gantry-dev/gantry/internal/demand"
@@ -63,6 +64,9 @@ type Options struct {
 	Concurrency int
 	// GitHubTimeout bounds each GitHub request. Default 30s.
 	GitHubTimeout time.Duration
+	// ResyncInterval bounds how long a lost webhook can delay a job: queued jobs are
+	// listed from GitHub this often. Default 1m.
+	ResyncInterval time.Duration
 	// FailedRunnerRetention is how long a Failed Runner stays visible. Default 10m.
 	FailedRunnerRetention time.Duration
 	// Clock defaults to the real clock.
@@ -87,6 +91,9 @@ func (o *Options) defaults() {
 	}
 	if o.GitHubTimeout == 0 {
 		o.GitHubTimeout = 30 * time.Second
+	}
+	if o.ResyncInterval == 0 {
+		o.ResyncInterval = time.Minute
 	}
 	if o.FailedRunnerRetention == 0 {
 		o.FailedRunnerRetention = 10 * time.Minute
@@ -168,6 +175,12 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		Failures: failures, Events: mgr.GetEventRecorder("gantry-runner"), Clock: clk,
 		FailedRetention: opts.FailedRunnerRetention,
 	}).SetupWithManager(mgr, opts.Concurrency); err != nil {
+		return nil, err
+	}
+
+	if err := mgr.Add(&resync.Resync{
+		Client: mgr.GetClient(), GitHub: resolver, Tracker: tracker, Clock: clk, Interval: opts.ResyncInterval,
+	}); err != nil {
 		return nil, err
 	}
 

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/gantry-dev/gantry/internal/manager"
+	"github.com/gantry-dev/gantry/internal/version"
+)
+
+func init() { extraCommands = append(extraCommands, newControllerCommand) }
+
+// controllerFlags are the controller's settings. Every flag falls back to an environment
+// variable: --webhook-secret to GANTRY_WEBHOOK_SECRET, and so on.
+type controllerFlags struct {
+	metricsAddr, probeAddr, webhookAddr string
+	webhookSecret                       string
+	leaderElect                         bool
+	leaderElectionNamespace             string
+	namespaces                          []string
+	concurrency                         int
+	githubTimeout, resyncInterval       time.Duration
+	logFormat, logLevel                 string
+}
+
+func newControllerCommand() *cobra.Command {
+	f := &controllerFlags{}
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run the Gantry controller manager (RunnerPool and Runner controllers, webhook endpoint)",
+		Long: `Runs Gantry's controllers with leader election, health and readiness probes
+(/healthz, /readyz), Prometheus metrics (/metrics) and GitHub's workflow_job webhook
+endpoint (/webhook). Every flag can also be set with an environment variable: the flag's
+name in capitals, dashes as underscores, prefixed with GANTRY_ (GANTRY_LEADER_ELECT=true).`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			return applyEnv(cmd.Flags())
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runController(f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint (0 disables)")
+	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fl.StringVar(&f.webhookAddr, "webhook-bind-address", ":9090", "address of GitHub's webhook endpoint, /webhook")
+	fl.StringVar(&f.webhookSecret, "webhook-secret", "", "NAMESPACE/NAME of the Secret whose webhook_secret key verifies deliveries (required)")
+	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect one active replica (run several for HA)")
+	fl.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's)")
+	fl.StringSliceVar(&f.namespaces, "namespaces", nil, "namespaces to watch, comma-separated (default: all)")
+	fl.IntVar(&f.concurrency, "concurrency", 16, "pools and runners reconciled at once")
+	fl.DurationVar(&f.githubTimeout, "github-timeout", 30*time.Second, "timeout of each GitHub API request")
+	fl.DurationVar(&f.resyncInterval, "resync-interval", time.Minute, "how often queued jobs are listed from GitHub to recover lost webhooks: the bound on how long a lost delivery can delay a job")
+	fl.StringVar(&f.logFormat, "log-format", "json", "json or text")
+	fl.StringVar(&f.logLevel, "log-level", "info", "info, debug (V(1)) or trace (V(2))")
+	return cmd
+}
+
+// applyEnv sets every flag not given on the command line from GANTRY_<FLAG_NAME>.
+func applyEnv(fs *pflag.FlagSet) error {
+	var errs []string
+	fs.VisitAll(func(fl *pflag.Flag) {
+		if fl.Changed {
+			return
+		}
+		name := "GANTRY_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok {
+			if err := fs.Set(fl.Name, v); err != nil {
+				errs = append(errs, fmt.Sprintf("%s=%q: %v", name, v, err))
+			}
+		}
+	})
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid environment: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func newLogger(format, level string) (zap.Opts, error) {
+	var lvl zapcore.Level
+	switch level {
+	case "info":
+		lvl = zapcore.InfoLevel
+	case "debug":
+		lvl = zapcore.Level(-1)
+	case "trace":
+		lvl = zapcore.Level(-2)
+	default:
+		return nil, fmt.Errorf("--log-level %q: want info, debug or trace", level)
+	}
+	var enc zap.Opts
+	switch format {
+	case "json":
+		enc = zap.JSONEncoder()
+	case "text":
+		enc = zap.ConsoleEncoder()
+	default:
+		return nil, fmt.Errorf("--log-format %q: want json or text", format)
+	}
+	return func(o *zap.Options) {
+		enc(o)
+		o.Level = lvl
+		o.Development = false
+	}, nil
+}
+
+func parseNamespacedName(s string) (types.NamespacedName, error) {
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok || ns == "" || name == "" {
+		return types.NamespacedName{}, fmt.Errorf("%q is not NAMESPACE/NAME", s)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
+}
+
+func runController(f *controllerFlags) error {
+	logOpts, err := newLogger(f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(logOpts))
+	log := ctrl.Log.WithName("setup")
+	if f.webhookSecret == "" {
+		return fmt.Errorf("--webhook-secret (or GANTRY_WEBHOOK_SECRET) is required: NAMESPACE/NAME of the Secret holding webhook_secret")
+	}
+	hookSecret, err := parseNamespacedName(f.webhookSecret)
+	if err != nil {
+		return fmt.Errorf("--webhook-secret: %w", err)
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("finding the cluster (KUBECONFIG or in-cluster config): %w", err)
+	}
+	g, err := manager.New(cfg, manager.Options{
+		MetricsAddr:             f.metricsAddr,
+		ProbeAddr:               f.probeAddr,
+		WebhookAddr:             f.webhookAddr,
+		WebhookSecret:           hookSecret,
+		LeaderElection:          f.leaderElect,
+		LeaderElectionNamespace: f.leaderElectionNamespace,
+		Namespaces:              f.namespaces,
+		Concurrency:             f.concurrency,
+		GitHubTimeout:           f.githubTimeout,
+		ResyncInterval:          f.resyncInterval,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("Starting Gantry controller", "version", version.Get().Version, "webhook", g.WebhookListener.Addr().String(),
+		"leaderElection", f.leaderElect, "namespaces", strconv.Itoa(len(f.namespaces)))
+	return g.Manager.Start(ctrl.SetupSignalHandler())
+}

@@ -1,0 +1,164 @@
+// Package resync recovers demand that webhooks missed. GitHub never redelivers a failed
+// webhook on its own, so every Interval the leader lists the queued jobs of the
+// repositories that matter and makes the Tracker agree with GitHub: a job whose queued
+// delivery was lost is queued (and gets a runner), a job whose in_progress or completed
+// delivery was lost stops counting as demand.
+//
+// Which repositories are polled: the repository of every repository-scoped pool, and,
+// for organization pools, every repository of that organization the Tracker has seen a
+// job of in the last two hours. Each costs one call per Interval (plus one per queued
+// run), so the budget follows activity, not the size of the organization.
+package resync
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/demand"
+	"github.com/gantry-dev/gantry/internal/github"
+)
+
+var (
+	recovered = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gantry_resync_jobs_recovered_total",
+		Help: "Queued jobs found by resync that no webhook had announced.",
+	})
+	dropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gantry_resync_jobs_dropped_total",
+		Help: "Jobs held as queued that GitHub no longer lists as queued (a lost in_progress or completed webhook).",
+	})
+	errorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gantry_resync_errors_total",
+		Help: "Repositories resync could not list, by kind of error.",
+	}, []string{"kind"})
+)
+
+func init() { metrics.Registry.MustRegister(recovered, dropped, errorsTotal) }
+
+// Resync is a manager Runnable that runs on the leader only.
+type Resync struct {
+	Client   client.Reader
+	GitHub   *controller.GitHubResolver
+	Tracker  *demand.Tracker
+	Clock    clock.Clock
+	Interval time.Duration
+}
+
+// NeedLeaderElection: the Tracker it corrects lives in the leader.
+func (r *Resync) NeedLeaderElection() bool { return true }
+
+// Start polls every Interval until ctx ends.
+func (r *Resync) Start(ctx context.Context) error {
+	for {
+		t := r.Clock.NewTimer(r.Interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C():
+			r.Once(ctx)
+		}
+	}
+}
+
+type target struct {
+	credentials types.NamespacedName
+	repo        demand.Repo
+}
+
+// Once runs one resync pass.
+func (r *Resync) Once(ctx context.Context) {
+	logger := log.FromContext(ctx).WithName("resync")
+	var pools v1alpha1.RunnerPoolList
+	if err := r.Client.List(ctx, &pools); err != nil {
+		logger.Error(err, "Listing pools for resync")
+		return
+	}
+	active := r.Tracker.ActiveRepos()
+	done := map[target]struct{}{}
+	for i := range pools.Items {
+		pool := &pools.Items[i]
+		if !pool.DeletionTimestamp.IsZero() {
+			continue
+		}
+		gh, sc, err := r.GitHub.For(ctx, pool)
+		if err != nil {
+			continue // the pool's conditions already say what is wrong
+		}
+		creds := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Spec.GitHub.CredentialsSecretRef.Name}
+		for _, repo := range reposOf(sc, active) {
+			tg := target{credentials: creds, repo: repo}
+			if _, ok := done[tg]; ok {
+				continue
+			}
+			done[tg] = struct{}{}
+			if err := r.syncRepo(ctx, gh, sc, repo); err != nil {
+				kind := "error"
+				if github.IsRateLimited(err) {
+					kind = "rate_limited"
+				}
+				errorsTotal.WithLabelValues(kind).Inc()
+				logger.V(1).Info("Resync could not list queued jobs", "repository", repo.Owner+"/"+repo.Name, "error", err.Error())
+				if github.IsRateLimited(err) {
+					return // the credential is blocked; the next pass will try again
+				}
+			}
+		}
+	}
+}
+
+// reposOf is the repositories to poll for a pool's scope.
+func reposOf(sc github.Scope, active []demand.Repo) []demand.Repo {
+	host := strings.ToLower(sc.Host)
+	switch sc.Kind {
+	case github.ScopeRepository:
+		return []demand.Repo{{Host: host, Owner: strings.ToLower(sc.Owner), Name: strings.ToLower(sc.Repo)}}
+	case github.ScopeOrganization:
+		var out []demand.Repo
+		for _, r := range active {
+			if r.Host == host && strings.EqualFold(r.Owner, sc.Owner) {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	// Enterprise scope: runner endpoints only; its repositories are reached through
+	// the organization or repository pools that share them, or the delivery log.
+	return nil
+}
+
+func (r *Resync) syncRepo(ctx context.Context, gh github.Client, sc github.Scope, repo demand.Repo) error {
+	repoScope, err := sc.Repository(repo.Name)
+	if err != nil {
+		return err
+	}
+	listedAt := r.Clock.Now()
+	jobs, err := gh.ListQueuedJobs(ctx, repoScope)
+	if err != nil {
+		return err
+	}
+	queued := make([]demand.Job, 0, len(jobs))
+	for _, j := range jobs {
+		queued = append(queued, demand.Job{
+			ID: j.ID, RunID: j.RunID, Host: repo.Host, Owner: j.Owner, Repo: j.Repo,
+			Labels: j.Labels, Workflow: j.WorkflowName, CreatedAt: j.CreatedAt,
+		})
+	}
+	a, d := r.Tracker.SyncRepo(repo, queued, listedAt)
+	recovered.Add(float64(a))
+	dropped.Add(float64(d))
+	if a > 0 || d > 0 {
+		log.FromContext(ctx).Info("Resync corrected demand", "repository", repo.Owner+"/"+repo.Name, "recovered", a, "dropped", d)
+	}
+	return nil
+}

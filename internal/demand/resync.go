@@ -1,0 +1,67 @@
+package demand
+
+import (
+	"strings"
+	"time"
+)
+
+// Repo names a repository on a GitHub host.
+type Repo struct {
+	Host, Owner, Name string
+}
+
+func repoOf(j Job) Repo {
+	return Repo{Host: strings.ToLower(j.Host), Owner: strings.ToLower(j.Owner), Name: strings.ToLower(j.Repo)}
+}
+
+// ActiveRepos returns the repositories the Tracker has seen jobs of and still remembers
+// (queued jobs, or jobs started or finished within the last two hours): the ones a
+// resync should poll.
+func (t *Tracker) ActiveRepos() []Repo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seen := map[Repo]struct{}{}
+	for _, tj := range t.jobs {
+		seen[repoOf(tj.job)] = struct{}{}
+	}
+	out := make([]Repo, 0, len(seen))
+	for r := range seen {
+		out = append(out, r)
+	}
+	return out
+}
+
+// SyncRepo makes the Tracker agree with GitHub's list of a repository's queued jobs,
+// taken at listedAt: jobs GitHub lists that the Tracker missed (their webhook was lost)
+// are queued, and jobs the Tracker holds as queued since before listedAt that GitHub
+// no longer lists (their in_progress or completed webhook was lost) are dropped. It
+// returns how many jobs it added and dropped.
+func (t *Tracker) SyncRepo(repo Repo, queued []Job, listedAt time.Time) (added, dropped int) {
+	listed := make(map[int64]struct{}, len(queued))
+	for _, j := range queued {
+		listed[j.ID] = struct{}{}
+		t.mu.Lock()
+		_, known := t.jobs[j.ID]
+		t.mu.Unlock()
+		if !known {
+			t.Observe(JobEvent{Action: ActionQueued, Job: j, ObservedAt: listedAt})
+			added++
+		}
+	}
+	var stale []Job
+	t.mu.Lock()
+	for id, tj := range t.jobs {
+		if tj.state != stateQueued || repoOf(tj.job) != repo || !tj.queuedAt.Before(listedAt) {
+			continue
+		}
+		if _, ok := listed[id]; !ok {
+			stale = append(stale, tj.job)
+		}
+	}
+	t.mu.Unlock()
+	for _, j := range stale {
+		t.Observe(JobEvent{Action: ActionCompleted, Job: j, ObservedAt: listedAt})
+		dropped++
+	}
+	return added, dropped
+}
