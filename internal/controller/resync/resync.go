@@ -8,6 +8,11 @@
 // for organization pools, every repository of that organization the Tracker has seen a
 // job of in the last two hours. Each costs one call per Interval (plus one per queued
 // run), so the budget follows activity, not the size of the organization.
+//
+// With GitHub App credentials, resync also reads the App's webhook delivery log and asks
+// GitHub to redeliver every workflow_job delivery that failed — including those that
+// failed while no controller was running (the first pass looks back an hour). That
+// covers what polling cannot: a repository whose very first delivery was lost.
 package resync
 
 import (
@@ -52,6 +57,8 @@ type Resync struct {
 	Tracker  *demand.Tracker
 	Clock    clock.Clock
 	Interval time.Duration
+
+	log deliveryLog
 }
 
 // NeedLeaderElection: the Tracker it corrects lives in the leader.
@@ -86,6 +93,7 @@ func (r *Resync) Once(ctx context.Context) {
 	}
 	active := r.Tracker.ActiveRepos()
 	done := map[target]struct{}{}
+	apps := map[types.NamespacedName]struct{}{}
 	for i := range pools.Items {
 		pool := &pools.Items[i]
 		if !pool.DeletionTimestamp.IsZero() {
@@ -96,6 +104,13 @@ func (r *Resync) Once(ctx context.Context) {
 			continue // the pool's conditions already say what is wrong
 		}
 		creds := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Spec.GitHub.CredentialsSecretRef.Name}
+		if _, ok := apps[creds]; !ok {
+			apps[creds] = struct{}{}
+			if err := r.redeliverFailed(ctx, gh, sc, creds); err != nil {
+				errorsTotal.WithLabelValues("delivery_log").Inc()
+				logger.V(1).Info("Resync could not read the App's delivery log", "credentials", creds.String(), "error", err.Error())
+			}
+		}
 		for _, repo := range reposOf(sc, active) {
 			tg := target{credentials: creds, repo: repo}
 			if _, ok := done[tg]; ok {
