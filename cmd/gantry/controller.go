@@ -28,7 +28,7 @@ type controllerFlags struct {
 	leaderElect                         bool
 	leaderElectionNamespace             string
 	namespaces                          []string
-	concurrency                         int
+	concurrency, runnerConcurrency      int
 	githubTimeout, resyncInterval       time.Duration
 	logFormat, logLevel                 string
 }
@@ -56,7 +56,8 @@ name in capitals, dashes as underscores, prefixed with GANTRY_ (GANTRY_LEADER_EL
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect one active replica (run several for HA)")
 	fl.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's)")
 	fl.StringSliceVar(&f.namespaces, "namespaces", nil, "namespaces to watch, comma-separated (default: all)")
-	fl.IntVar(&f.concurrency, "concurrency", 16, "pools and runners reconciled at once")
+	fl.IntVar(&f.concurrency, "concurrency", 16, "pools reconciled at once")
+	fl.IntVar(&f.runnerConcurrency, "runner-concurrency", 64, "runners reconciled at once")
 	fl.DurationVar(&f.githubTimeout, "github-timeout", 30*time.Second, "timeout of each GitHub API request")
 	fl.DurationVar(&f.resyncInterval, "resync-interval", time.Minute, "how often queued jobs are listed from GitHub to recover lost webhooks: the bound on how long a lost delivery can delay a job")
 	fl.StringVar(&f.logFormat, "log-format", "json", "json or text")
@@ -147,6 +148,7 @@ func runController(f *controllerFlags) error {
 		LeaderElectionNamespace: f.leaderElectionNamespace,
 		Namespaces:              f.namespaces,
 		Concurrency:             f.concurrency,
+		RunnerConcurrency:       f.runnerConcurrency,
 		GitHubTimeout:           f.githubTimeout,
 		ResyncInterval:          f.resyncInterval,
 	})

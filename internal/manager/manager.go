@@ -60,8 +60,11 @@ type Options struct {
 	LeaderElectionNamespace string
 	// Namespaces restricts what is watched; empty means all namespaces.
 	Namespaces []string
-	// Concurrency is how many pools and runners are reconciled at once. Default 16.
+	// Concurrency is how many pools are reconciled at once. Default 16.
 	Concurrency int
+	// RunnerConcurrency is how many runners are reconciled at once: each waits on
+	// GitHub and the API server, so many run side by side. Default 64.
+	RunnerConcurrency int
 	// GitHubTimeout bounds each GitHub request. Default 30s.
 	GitHubTimeout time.Duration
 	// ResyncInterval bounds how long a lost webhook can delay a job: queued jobs are
@@ -88,6 +91,9 @@ func (o *Options) defaults() {
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 16
+	}
+	if o.RunnerConcurrency == 0 {
+		o.RunnerConcurrency = 64
 	}
 	if o.GitHubTimeout == 0 {
 		o.GitHubTimeout = 30 * time.Second
@@ -174,7 +180,7 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GitHub: resolver, Tracker: tracker,
 		Failures: failures, Events: mgr.GetEventRecorder("gantry-runner"), Clock: clk,
 		FailedRetention: opts.FailedRunnerRetention,
-	}).SetupWithManager(mgr, opts.Concurrency); err != nil {
+	}).SetupWithManager(mgr, opts.RunnerConcurrency); err != nil {
 		return nil, err
 	}
 

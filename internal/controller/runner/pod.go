@@ -20,14 +20,16 @@ import (
 const EnvJITConfig = "ACTIONS_RUNNER_INPUT_JITCONFIG"
 
 // ensurePod makes sure the runner has its pod, named like the Runner. Contract: at most
-// one pod per Runner, ever. A pod missing from the cache is looked up uncached before
-// one is created; a pod that existed (status.podName is set) and is gone fails the
-// runner with PodDeleted instead of being recreated. Done when s.pod is set.
+// one pod per Runner, ever: the deterministic name makes the API server refuse a
+// duplicate, and a pod that existed (status.podName is set) and is gone — confirmed by
+// an uncached read — fails the runner with PodDeleted instead of being recreated. Done
+// when s.pod is set.
 func (r *Reconciler) ensurePod(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
 	key := types.NamespacedName{Namespace: s.runner.Namespace, Name: s.runner.Name}
 	pod := &corev1.Pod{}
 	err := r.Client.Get(ctx, key, pod)
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) && s.runner.Status.PodName != "" {
+		// Created before: confirm it is really gone, not just missing from the cache.
 		err = r.APIReader.Get(ctx, key, pod)
 	}
 	switch {
@@ -62,6 +64,8 @@ func (r *Reconciler) ensurePod(ctx context.Context, s *scope) (reconcile.Result,
 		return reconcile.Result{}, false, err
 	}
 	log.FromContext(ctx).V(1).Info("Creating runner pod", "pod", pod.Name)
+	// The name is the Runner's, so the API server itself refuses a second pod: a create
+	// on a stale cache fails with AlreadyExists and nothing is duplicated.
 	if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 		return reconcile.Result{}, false, fmt.Errorf("creating runner pod: %w", err)
 	}

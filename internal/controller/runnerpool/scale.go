@@ -3,6 +3,7 @@ package runnerpool
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -98,11 +99,10 @@ func (r *Reconciler) scale(ctx context.Context, s *state) (reconcile.Result, err
 			return reconcile.Result{RequeueAfter: s.failures.Until.Sub(r.Clock.Now())}, nil
 		}
 		n := min(diff, maxCreatesPerReconcile)
-		for range n {
-			if err := r.createRunner(ctx, s.pool, key); err != nil {
-				return reconcile.Result{}, err
-			}
-			s.created++
+		created, err := r.createRunners(ctx, s.pool, key, n)
+		s.created += created
+		if err != nil {
+			return reconcile.Result{}, err
 		}
 		if n < diff {
 			return reconcile.Result{RequeueAfter: 10 * time.Millisecond}, nil
@@ -117,6 +117,45 @@ func (r *Reconciler) scale(ctx context.Context, s *state) (reconcile.Result, err
 		}
 	}
 	return reconcile.Result{}, nil
+}
+
+// createParallelism bounds the creates in flight for one pool: a burst of a few hundred
+// jobs gets its Runners in a few round trips instead of one create after another.
+const createParallelism = 32
+
+// createRunners creates n Runners, createParallelism at a time, and returns how many it
+// created; the first error stops further creates.
+func (r *Reconciler) createRunners(ctx context.Context, pool *v1alpha1.RunnerPool, key types.NamespacedName, n int) (int, error) {
+	var (
+		mu      sync.Mutex
+		created int
+		wg      sync.WaitGroup
+		sem     = make(chan struct{}, createParallelism)
+		errs    []error
+	)
+	for range n {
+		mu.Lock()
+		failed := len(errs) > 0
+		mu.Unlock()
+		if failed {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			err := r.createRunner(ctx, pool, key)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			created++
+		}()
+	}
+	wg.Wait()
+	return created, errors.Join(errs...)
 }
 
 func (r *Reconciler) createRunner(ctx context.Context, pool *v1alpha1.RunnerPool, key types.NamespacedName) error {
