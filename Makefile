@@ -11,10 +11,14 @@ LDFLAGS := -X github.com/gantry-dev/gantry/internal/version.Version=$(VERSION) \
            -X github.com/gantry-dev/gantry/internal/version.Commit=$(COMMIT)
 # Integration tests find the control plane here unless KUBEBUILDER_ASSETS is set.
 K8S_BINS = $(shell hack/k8s-bins.sh --print)
+# The simulator's conformance test finds GitHub's schemas here unless GANTRY_OCTOKIT_DIR is set.
+OCTOKIT_DIR = $(shell hack/octokit-schemas.sh --print)
+# How long each fuzz target runs in `make fuzz`.
+FUZZTIME ?= 10s
 
 .PHONY: help
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*##/ {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*##/ {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build bin/gantry
@@ -44,9 +48,40 @@ lint: ## Run golangci-lint (pinned in hack/tools/go.mod, config in .golangci.yml
 k8s-bins: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok from source into the cache
 	hack/k8s-bins.sh
 
+.PHONY: octokit-schemas
+octokit-schemas: ## Fetch GitHub's OpenAPI description and webhook schemas (npm) into the cache
+	hack/octokit-schemas.sh
+
 .PHONY: test
-test: k8s-bins ## Unit and integration tests with the race detector, against a real kube-apiserver
-	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(K8S_BINS)}" $(GO) test -race -count=1 ./...
+test: k8s-bins octokit-schemas ## Unit and integration tests with the race detector, against a real kube-apiserver
+	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(K8S_BINS)}" GANTRY_OCTOKIT_DIR="$${GANTRY_OCTOKIT_DIR:-$(OCTOKIT_DIR)}" \
+		$(GO) test -race -count=1 ./...
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME (default 10s) each
+	@for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+		for target in $$(grep -h '^func Fuzz' $$dir/*_test.go | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
+			echo "fuzz $$dir $$target ($(FUZZTIME))"; \
+			$(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) $$dir || exit 1; \
+		done; \
+	done
+
+.PHONY: demo
+demo: build k8s-bins ## The whole system on a simulated cluster and GitHub: 40 jobs, a live view, a report (out/demo)
+	bin/gantry sim run --scenario demo --out out/demo --k8s-bins "$(K8S_BINS)"
+
+BENCH_SCENARIOS ?= burst steady scale
+.PHONY: bench
+bench: build k8s-bins ## Benchmark scenarios (BENCH_SCENARIOS) into out/bench, compared with bench/baseline.json
+	@status=0; for s in $(BENCH_SCENARIOS); do \
+		bin/gantry sim run --scenario $$s --out out/bench/$$s --k8s-bins "$(K8S_BINS)" || status=1; \
+	done; \
+	bin/gantry sim compare --baseline bench/baseline.json $$(for s in $(BENCH_SCENARIOS); do echo out/bench/$$s/report.json; done); \
+	exit $$status
+
+.PHONY: bench-baseline
+bench-baseline: ## Make the last `make bench` reports the new baseline (commit bench/baseline.json)
+	bin/gantry sim compare --write --baseline bench/baseline.json $$(for s in $(BENCH_SCENARIOS); do echo out/bench/$$s/report.json; done)
 
 .PHONY: clean
 clean: ## Remove build outputs (not the cached Kubernetes binaries)

@@ -1,0 +1,272 @@
+// Package cluster starts and stops a simulated Kubernetes cluster on one machine: real
+// etcd, kube-apiserver, kube-controller-manager and kube-scheduler, with kwok playing the
+// kubelets of fake nodes. No container runtime: a pod "runs" when kwok says so. The
+// binaries are the ones hack/k8s-bins.sh builds (`make k8s-bins`).
+//
+// Every process runs in its own process group and is killed with it on Stop, and, on
+// Linux, when the process that started it dies.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gantry-dev/gantry/config/crd"
+	"github.com/gantry-dev/gantry/internal/manager"
+)
+
+// Options shape the simulated cluster.
+type Options struct {
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok
+	// and kwok-stages.yaml.
+	BinDir string
+	// WorkDir receives kubeconfigs, stage files and the processes' logs.
+	WorkDir string
+	// Nodes is how many fake nodes to create (default 10), each with NodeCPU cores,
+	// NodeMemory and MaxPods pods (defaults 64, 256Gi, 1000).
+	Nodes      int
+	NodeCPU    string
+	NodeMemory string
+	MaxPods    int
+	// PodStartDelay is how long kwok takes to make a scheduled pod Running (default 1s).
+	PodStartDelay time.Duration
+	// Log receives progress lines.
+	Log io.Writer
+}
+
+func (o *Options) defaults() {
+	if o.Nodes == 0 {
+		o.Nodes = 10
+	}
+	if o.NodeCPU == "" {
+		o.NodeCPU = "64"
+	}
+	if o.NodeMemory == "" {
+		o.NodeMemory = "256Gi"
+	}
+	if o.MaxPods == 0 {
+		o.MaxPods = 1000
+	}
+	if o.PodStartDelay == 0 {
+		o.PodStartDelay = time.Second
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+}
+
+// Cluster is a running simulated cluster.
+type Cluster struct {
+	// Config reaches the kube-apiserver with full rights.
+	Config *rest.Config
+	// Kubeconfig is a kubeconfig file for the same, for other processes.
+	Kubeconfig string
+	// Client is a direct client.
+	Client client.Client
+
+	opts  Options
+	env   *envtest.Environment
+	procs []*exec.Cmd
+}
+
+// Start starts the cluster and waits until its nodes are Ready.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	opts.defaults()
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
+		if _, err := os.Stat(filepath.Join(opts.BinDir, b)); err != nil {
+			return nil, fmt.Errorf("%s not found in %s: run `make k8s-bins` (or hack/k8s-bins.sh) to build the control plane", b, opts.BinDir)
+		}
+	}
+	if err := os.MkdirAll(opts.WorkDir, 0o755); err != nil {
+		return nil, err
+	}
+	crds, err := loadCRDs()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{opts: opts}
+	fmt.Fprintln(opts.Log, "Starting etcd and kube-apiserver")
+	c.env = &envtest.Environment{
+		BinaryAssetsDirectory: opts.BinDir,
+		CRDs:                  crds,
+		Scheme:                manager.Scheme(),
+	}
+	cfg, err := c.env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
+	}
+	cfg.QPS, cfg.Burst = 1000, 2000
+	c.Config = cfg
+	ok := false
+	defer func() {
+		if !ok {
+			_ = c.Stop()
+		}
+	}()
+	if c.Client, err = client.New(cfg, client.Options{Scheme: manager.Scheme()}); err != nil {
+		return nil, err
+	}
+	admin, err := c.env.AddUser(envtest.User{Name: "gantry-sim-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("creating an admin user: %w", err)
+	}
+	kubeconfig, err := admin.KubeConfig()
+	if err != nil {
+		return nil, err
+	}
+	c.Kubeconfig = filepath.Join(opts.WorkDir, "kubeconfig")
+	if err := os.WriteFile(c.Kubeconfig, kubeconfig, 0o600); err != nil {
+		return nil, err
+	}
+	stages := filepath.Join(opts.WorkDir, "kwok-stages.yaml")
+	if err := writeStages(filepath.Join(opts.BinDir, "kwok-stages.yaml"), stages, opts.PodStartDelay); err != nil {
+		return nil, err
+	}
+
+	fmt.Fprintln(opts.Log, "Starting kube-controller-manager, kube-scheduler and kwok")
+	for _, p := range []struct {
+		name string
+		args []string
+	}{
+		{"kube-controller-manager", []string{
+			"--kubeconfig=" + c.Kubeconfig, "--secure-port=0", "--leader-elect=false",
+			// Service-account tokens need a signing key no simulated pod uses.
+			"--controllers=*,-serviceaccount-token,-serviceaccount",
+			"--node-monitor-grace-period=40s",
+		}},
+		{"kube-scheduler", []string{"--kubeconfig=" + c.Kubeconfig, "--secure-port=0", "--leader-elect=false"}},
+		{"kwok", []string{
+			"--kubeconfig=" + c.Kubeconfig, "--config=" + stages,
+			"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+			"--node-ip=10.255.0.1", "--cidr=10.0.0.0/16", "--node-lease-duration-seconds=40",
+		}},
+	} {
+		if err := c.startProcess(p.name, p.args); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.createNodes(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return c, nil
+}
+
+func (c *Cluster) startProcess(name string, args []string) error {
+	logf, err := os.Create(filepath.Join(c.opts.WorkDir, name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(c.opts.BinDir, name), args...) //nolint:noctx // stopped by Stop, with its group
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	c.procs = append(c.procs, cmd)
+	go func() { _ = cmd.Wait(); logf.Close() }()
+	return nil
+}
+
+// NodeName is the name of the i-th fake node.
+func NodeName(i int) string { return "kwok-node-" + strconv.Itoa(i) }
+
+func (c *Cluster) createNodes(ctx context.Context) error {
+	fmt.Fprintf(c.opts.Log, "Creating %d fake nodes\n", c.opts.Nodes)
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse(c.opts.NodeCPU),
+		corev1.ResourceMemory: resource.MustParse(c.opts.NodeMemory),
+		corev1.ResourcePods:   resource.MustParse(strconv.Itoa(c.opts.MaxPods)),
+	}
+	for i := range c.opts.Nodes {
+		n := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        NodeName(i),
+				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+				Labels:      map[string]string{"type": "kwok", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
+			},
+			Spec:   corev1.NodeSpec{Taints: nil},
+			Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+		}
+		if err := c.Client.Create(ctx, n); err != nil {
+			return fmt.Errorf("creating node %s: %w", n.Name, err)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		var nodes corev1.NodeList
+		if err := c.Client.List(ctx, &nodes); err != nil {
+			return err
+		}
+		ready := 0
+		for _, n := range nodes.Items {
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		if ready == c.opts.Nodes {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return errors.New("the fake nodes did not become Ready within 60s: see kwok.log in " + c.opts.WorkDir)
+}
+
+// Stop kills the processes (whole groups) and stops the control plane.
+func (c *Cluster) Stop() error {
+	for _, p := range c.procs {
+		if p.Process != nil {
+			_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
+		}
+	}
+	c.procs = nil
+	if c.env != nil {
+		return c.env.Stop()
+	}
+	return nil
+}
+
+func loadCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var out []*apiextensionsv1.CustomResourceDefinition
+	err := fs.WalkDir(crd.Bases, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := crd.Bases.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		var obj apiextensionsv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(b, &obj); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, &obj)
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,99 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/testenv"
+)
+
+func TestClusterRunsAndCompletesAPod(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins, err := testenv.AssetsDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Start(ctx, Options{BinDir: bins, WorkDir: t.TempDir(), Nodes: 2, PodStartDelay: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stopping: %v", err)
+		}
+	}()
+
+	// Gantry's CRDs are installed.
+	if err := c.Client.List(ctx, &v1alpha1.RunnerPoolList{}); err != nil {
+		t.Fatalf("listing RunnerPools: %v", err)
+	}
+
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "runner-1"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest"}},
+		},
+	}
+	created := time.Now()
+	if err := c.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase := func(want corev1.PodPhase) *corev1.Pod {
+		t.Helper()
+		for ctx.Err() == nil {
+			got := &corev1.Pod{}
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(pod), got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.Phase == want {
+				return got
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("pod never reached %s", want)
+		return nil
+	}
+	running := waitPhase(corev1.PodRunning)
+	if running.Spec.NodeName == "" {
+		t.Error("a Running pod was never scheduled")
+	}
+	if took := time.Since(created); took < 500*time.Millisecond {
+		t.Errorf("pod Running after %s, before the configured start delay", took)
+	}
+	t.Logf("pod scheduled on %s and Running after %s", running.Spec.NodeName, time.Since(created).Round(time.Millisecond))
+
+	patch := client.MergeFrom(running.DeepCopy())
+	running.Annotations = map[string]string{AnnotationExitCode: "0"}
+	if err := c.Client.Patch(ctx, running, patch); err != nil {
+		t.Fatal(err)
+	}
+	done := waitPhase(corev1.PodSucceeded)
+	if cs := done.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Terminated == nil || cs[0].State.Terminated.ExitCode != 0 {
+		t.Errorf("container statuses after exit: %+v", cs)
+	}
+
+	if err := c.Client.Delete(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	for ctx.Err() == nil {
+		err := c.Client.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("the deleted pod was never removed")
+}

@@ -1,0 +1,480 @@
+package github
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha1" //nolint:gosec // X-Hub-Signature is SHA-1 by GitHub's definition
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// delivery is one attempt to deliver a webhook; a redelivery is a new delivery with
+// the same GUID. Its result fields are guarded by Sim.mu.
+type delivery struct {
+	id         int64
+	guid       string
+	hook       *hook
+	event      string
+	action     string
+	instID     int64
+	repoID     int64
+	redelivery bool
+	payload    []byte
+	created    time.Time
+	delayed    bool
+
+	done        bool
+	deliveredAt time.Time
+	duration    float64
+	status      string
+	statusCode  int
+	reqHeaders  map[string]string
+	respHeaders map[string]string
+	respBody    string
+}
+
+func newGUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// hooksForJob are the hooks that receive workflow_job events of repository r, with
+// the installation each App hook delivers for.
+func (st *state) hooksForJob(r *repo) (hooks []*hook, inst []*installation) {
+	for _, h := range r.hooks {
+		hooks, inst = append(hooks, h), append(inst, nil)
+	}
+	for _, h := range r.org.hooks {
+		hooks, inst = append(hooks, h), append(inst, nil)
+	}
+	for _, in := range st.installs {
+		if in.app.hook != nil && in.covers(r) {
+			hooks, inst = append(hooks, in.app.hook), append(inst, in)
+		}
+	}
+	return hooks, inst
+}
+
+// emitJobLocked records a workflow_job delivery for every hook that wants it and
+// leaves them in the outbox, sent once the lock is released.
+func (s *Sim) emitJobLocked(j *job, action string) {
+	rp := j.repo()
+	hooks, insts := s.st.hooksForJob(rp)
+	if len(hooks) == 0 {
+		return
+	}
+	u := urls{api: s.publicURL(), html: s.publicURL()}
+	payload := map[string]any{
+		"action":       action,
+		"workflow_job": s.st.jobJSON(u, j),
+		"repository":   repoJSON(u, rp, true),
+		"organization": orgJSON(u, rp.org),
+		"sender":       userJSON(u, j.run.actor, 1, "User"),
+	}
+	if rp.org.ent != nil {
+		payload["enterprise"] = enterpriseJSON(u, rp.org.ent)
+	}
+	for i, h := range hooks {
+		if !h.wants("workflow_job") {
+			continue
+		}
+		d := &delivery{id: s.st.newID(), guid: newGUID(), hook: h, event: "workflow_job", action: action,
+			repoID: rp.id, created: s.now()}
+		if in := insts[i]; in != nil {
+			d.instID = in.id
+			payload["installation"] = map[string]any{"id": in.id, "node_id": nodeID("Installation", in.id)}
+		} else {
+			delete(payload, "installation")
+		}
+		d.payload, _ = json.Marshal(payload)
+		s.recordDeliveryLocked(d)
+	}
+}
+
+func (s *Sim) recordDeliveryLocked(d *delivery) {
+	d.hook.deliveries = append(d.hook.deliveries, d)
+	s.st.deliveries[d.id] = d
+	s.outbox = append(s.outbox, d)
+}
+
+// webhookSender posts deliveries from a bounded queue with a fixed pool of workers.
+type webhookSender struct {
+	s       *Sim
+	queue   chan *delivery
+	client  *http.Client
+	timeout time.Duration
+	stop    chan struct{}
+	once    sync.Once
+	wg      sync.WaitGroup
+	pending atomic.Int64
+}
+
+func newWebhookSender(s *Sim, opts Options) *webhookSender {
+	ws := &webhookSender{s: s, queue: make(chan *delivery, opts.WebhookQueueSize), client: opts.WebhookClient,
+		timeout: opts.WebhookTimeout, stop: make(chan struct{})}
+	if ws.client == nil {
+		ws.client = &http.Client{Timeout: opts.WebhookTimeout}
+	}
+	for range opts.WebhookWorkers {
+		ws.wg.Add(1)
+		go ws.work()
+	}
+	return ws
+}
+
+func (ws *webhookSender) close() {
+	ws.once.Do(func() { close(ws.stop) })
+	ws.wg.Wait()
+}
+
+// enqueue hands d to the workers; a full queue fails the delivery at once.
+func (ws *webhookSender) enqueue(d *delivery) {
+	ws.pending.Add(1)
+	select {
+	case ws.queue <- d:
+	default:
+		ws.finish(d, 0, "We couldn’t deliver this payload: the simulator's delivery queue is full", nil, nil, "", 0)
+	}
+}
+
+func (ws *webhookSender) work() {
+	defer ws.wg.Done()
+	for {
+		select {
+		case <-ws.stop:
+			return
+		case d := <-ws.queue:
+			ws.deliver(d)
+		}
+	}
+}
+
+// signature returns the X-Hub-Signature-256 value of body under secret.
+func signature(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+func signatureSHA1(secret string, body []byte) string {
+	m := hmac.New(sha1.New, []byte(secret))
+	m.Write(body)
+	return "sha1=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// VerifySignature reports whether sig (an X-Hub-Signature-256 value) is the
+// signature of body under secret, in constant time.
+func VerifySignature(secret string, body []byte, sig string) bool {
+	hexSig, ok := strings.CutPrefix(sig, "sha256=")
+	if !ok {
+		return false
+	}
+	got, err := hex.DecodeString(hexSig)
+	if err != nil || len(got) != sha256.Size {
+		return false
+	}
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return hmac.Equal(got, m.Sum(nil))
+}
+
+func (ws *webhookSender) deliver(d *delivery) {
+	drop, delay := ws.s.faults.webhook()
+	if delay > 0 && !d.delayed {
+		d.delayed = true
+		t := ws.s.clk.NewTimer(delay)
+		go func() {
+			defer t.Stop()
+			select {
+			case <-t.C():
+				select {
+				case ws.queue <- d:
+				case <-ws.stop:
+				}
+			case <-ws.stop:
+			}
+		}()
+		return
+	}
+	h := d.hook
+	headers := map[string]string{
+		"Accept":                                 "*/*",
+		"Content-Type":                           "application/json",
+		"User-Agent":                             "GitHub-Hookshot/sim",
+		"X-GitHub-Delivery":                      d.guid,
+		"X-GitHub-Event":                         d.event,
+		"X-GitHub-Hook-ID":                       itoa(h.id),
+		"X-Hub-Signature":                        signatureSHA1(h.secret, d.payload),
+		"X-Hub-Signature-256":                    signature(h.secret, d.payload),
+		"X-GitHub-Hook-Installation-Target-ID":   "",
+		"X-GitHub-Hook-Installation-Target-Type": "",
+	}
+	switch {
+	case h.app != nil:
+		headers["X-GitHub-Hook-Installation-Target-ID"] = itoa(h.app.id)
+		headers["X-GitHub-Hook-Installation-Target-Type"] = "integration"
+	case h.repo != nil:
+		headers["X-GitHub-Hook-Installation-Target-ID"] = itoa(h.repo.id)
+		headers["X-GitHub-Hook-Installation-Target-Type"] = "repository"
+	default:
+		headers["X-GitHub-Hook-Installation-Target-ID"] = itoa(h.org.id)
+		headers["X-GitHub-Hook-Installation-Target-Type"] = "organization"
+	}
+	logged := make(map[string]string, len(headers))
+	for k, v := range headers {
+		if !strings.HasPrefix(k, "X-Hub-Signature") { // the log never shows signatures
+			logged[k] = v
+		}
+	}
+	if h.secret == "" {
+		delete(headers, "X-Hub-Signature")
+		delete(headers, "X-Hub-Signature-256")
+	}
+	if drop {
+		ws.finish(d, 0, "We couldn’t deliver this payload: simulated drop", logged, nil, "", 0)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ws.timeout)
+	defer cancel()
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(d.payload))
+	if err != nil {
+		ws.finish(d, 0, "We couldn’t deliver this payload: invalid URL", logged, nil, "", 0)
+		return
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := ws.client.Do(req)
+	dur := time.Since(start).Seconds()
+	if err != nil {
+		msg := "We couldn’t deliver this payload: failed to connect to host"
+		if ctx.Err() != nil || strings.Contains(err.Error(), "Timeout") {
+			msg = "We couldn’t deliver this payload: timed out"
+		}
+		ws.finish(d, 0, msg, logged, nil, "", dur)
+		return
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	rh := map[string]string{}
+	for k := range resp.Header {
+		rh[k] = resp.Header.Get(k)
+	}
+	status := "OK"
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		status = fmt.Sprintf("Invalid HTTP Response: %d", resp.StatusCode)
+	}
+	ws.finish(d, resp.StatusCode, status, logged, rh, string(body), dur)
+}
+
+func (ws *webhookSender) finish(d *delivery, code int, status string, reqH, respH map[string]string, body string, dur float64) {
+	s := ws.s
+	s.lock()
+	d.done, d.statusCode, d.status, d.duration = true, code, status, dur
+	d.deliveredAt = s.now()
+	d.reqHeaders, d.respHeaders, d.respBody = reqH, respH, body
+	s.unlock()
+	ws.pending.Add(-1)
+}
+
+// FlushWebhooks waits until every delivery handed to the senders has been attempted
+// (deliveries held back by a delay fault count until they are sent), or ctx ends.
+func (s *Sim) FlushWebhooks(ctx context.Context) error {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for s.hooks.pending.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// deliveryItem is GitHub's hook-delivery-item; deliveryJSON adds request and response.
+func deliveryItem(d *delivery) map[string]any {
+	m := map[string]any{
+		"id":              d.id,
+		"guid":            d.guid,
+		"delivered_at":    ts(d.created),
+		"redelivery":      d.redelivery,
+		"duration":        d.duration,
+		"status":          "Pending",
+		"status_code":     0,
+		"event":           d.event,
+		"action":          nilIfEmpty(d.action),
+		"installation_id": nil,
+		"repository_id":   nil,
+		"throttled_at":    nil,
+	}
+	if d.done {
+		m["delivered_at"] = ts(d.deliveredAt)
+		m["status"] = d.status
+		m["status_code"] = d.statusCode
+	}
+	if d.instID != 0 {
+		m["installation_id"] = d.instID
+	}
+	if d.repoID != 0 {
+		m["repository_id"] = d.repoID
+	}
+	return m
+}
+
+func deliveryJSON(d *delivery) map[string]any {
+	m := deliveryItem(d)
+	var payload map[string]any
+	_ = json.Unmarshal(d.payload, &payload)
+	var reqH, respH any
+	if d.reqHeaders != nil {
+		reqH = d.reqHeaders
+	}
+	if d.respHeaders != nil {
+		respH = d.respHeaders
+	}
+	m["request"] = map[string]any{"headers": reqH, "payload": payload}
+	m["response"] = map[string]any{"headers": respH, "payload": nilIfEmpty(d.respBody)}
+	return m
+}
+
+// hookOf resolves the hook of a deliveries route: the App's hook for kind 0.
+func (c *call) hookOf(kind scopeKind) (*hook, *apiError) {
+	st := c.s.st
+	if kind == 0 {
+		if c.cred.app.hook == nil {
+			return nil, errNotFound()
+		}
+		return c.cred.app.hook, nil
+	}
+	sc, e := c.scope(kind)
+	if e != nil {
+		return nil, e
+	}
+	id, e := c.idParam("hook_id")
+	if e != nil {
+		return nil, e
+	}
+	h := st.hooks[id]
+	if h == nil || (kind == scopeOrg && h.org != sc.org) || (kind == scopeRepo && h.repo != sc.repo) {
+		return nil, errNotFound()
+	}
+	return h, nil
+}
+
+func (c *call) deliveryOf(kind scopeKind) (*delivery, *apiError) {
+	h, e := c.hookOf(kind)
+	if e != nil {
+		return nil, e
+	}
+	id, e := c.idParam("delivery_id")
+	if e != nil {
+		return nil, e
+	}
+	d := c.s.st.deliveries[id]
+	if d == nil || d.hook != h {
+		return nil, errNotFound()
+	}
+	return d, nil
+}
+
+// hListDeliveries lists a hook's deliveries newest first, paginated by cursor (the
+// ID below which the next page starts) as GitHub does.
+func (s *Sim) hListDeliveries(kind scopeKind) func(*call) *apiError {
+	return func(c *call) *apiError {
+		q := c.r.URL.Query()
+		pp, _ := pageParams(q.Get("per_page"), "")
+		var cursor int64
+		if v := q.Get("cursor"); v != "" {
+			n, err := parseCursor(v)
+			if err != nil {
+				return errValidation("cursor is invalid")
+			}
+			cursor = n
+		}
+		s.lock()
+		defer s.unlock()
+		h, e := c.hookOf(kind)
+		if e != nil {
+			return e
+		}
+		out := make([]map[string]any, 0, pp)
+		var next int64
+		for i := len(h.deliveries) - 1; i >= 0; i-- {
+			d := h.deliveries[i]
+			if cursor != 0 && d.id >= cursor {
+				continue
+			}
+			if len(out) == pp {
+				next = out[len(out)-1]["id"].(int64)
+				break
+			}
+			out = append(out, deliveryItem(d))
+		}
+		if next != 0 {
+			q.Set("cursor", itoa(next))
+			q.Set("per_page", itoa(int64(pp)))
+			c.w.Header().Set("Link", "<"+c.u.api+c.r.URL.Path[len(c.pathPrefix()):]+"?"+q.Encode()+`>; rel="next"`)
+		}
+		writeJSON(c.w, http.StatusOK, out)
+		return nil
+	}
+}
+
+func parseCursor(v string) (int64, error) {
+	var n int64
+	if len(v) == 0 || len(v) > 18 {
+		return 0, fmt.Errorf("invalid cursor")
+	}
+	for _, ch := range v {
+		if ch < '0' || ch > '9' {
+			return 0, fmt.Errorf("invalid cursor")
+		}
+		n = n*10 + int64(ch-'0')
+	}
+	return n, nil
+}
+
+func (s *Sim) hGetDelivery(kind scopeKind) func(*call) *apiError {
+	return func(c *call) *apiError {
+		s.lock()
+		defer s.unlock()
+		d, e := c.deliveryOf(kind)
+		if e != nil {
+			return e
+		}
+		writeJSON(c.w, http.StatusOK, deliveryJSON(d))
+		return nil
+	}
+}
+
+func (s *Sim) hRedeliver(kind scopeKind) func(*call) *apiError {
+	return func(c *call) *apiError {
+		s.lock()
+		defer s.unlock()
+		d, e := c.deliveryOf(kind)
+		if e != nil {
+			return e
+		}
+		nd := &delivery{id: s.st.newID(), guid: d.guid, hook: d.hook, event: d.event, action: d.action,
+			instID: d.instID, repoID: d.repoID, redelivery: true, payload: d.payload, created: s.now()}
+		s.recordDeliveryLocked(nd)
+		writeJSON(c.w, http.StatusAccepted, map[string]any{})
+		return nil
+	}
+}

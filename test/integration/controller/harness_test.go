@@ -1,0 +1,239 @@
+// Package controller tests Gantry's controllers end to end against a real
+// kube-apiserver and the GitHub simulator over HTTP. envtest has no kubelet: the tests
+// move pods along by writing pod status, as a kubelet would, and play the runner agent
+// with the simulator's runner API.
+package controller
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/manager"
+	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
+	"github.com/gantry-dev/gantry/internal/testenv"
+	"github.com/gantry-dev/gantry/internal/testutil"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(zap.New(zap.UseDevMode(false), zap.Level(zapLevel())))
+	testenv.Main(m, &env)
+}
+
+const (
+	testToken     = "ghp_simulatedtokenforgantrytests0000000"
+	webhookSecret = "gantry-test-webhook-secret"
+)
+
+// world is one test's GitHub simulator, Gantry manager and namespace.
+type world struct {
+	t       *testing.T
+	ns      string
+	sim     *simgithub.Sim
+	simURL  string
+	gantry  *manager.Gantry
+	c       client.Client
+	hookURL string
+}
+
+// newWorld starts a simulator with organization acme and repository acme/api, a Gantry
+// manager watching a fresh namespace, the credentials and webhook Secrets, and the
+// organization's webhook pointing at Gantry.
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{t: t, ns: env.Namespace(t), c: env.Client}
+	srv := httptest.NewUnstartedServer(nil)
+	w.simURL = "http://" + srv.Listener.Addr().String()
+	w.sim = simgithub.New(simgithub.Options{
+		URL:        w.simURL,
+		PATs:       []simgithub.PAT{{Token: testToken, Login: "ci-bot", Scopes: []string{"repo", "admin:org", "manage_runners:org", "admin:org_hook"}}},
+		RateLimits: simgithub.RateLimits{Disabled: true},
+	})
+	srv.Config.Handler = w.sim
+	srv.Start()
+	t.Cleanup(func() { srv.Close(); w.sim.Close() })
+	if _, err := w.sim.CreateOrg(simgithub.OrgSpec{Login: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.sim.CreateRepo(simgithub.RepoSpec{Owner: "acme", Name: "api"}); err != nil {
+		t.Fatal(err)
+	}
+
+	w.create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "github-creds"},
+		Data:       map[string][]byte{"github_token": []byte(testToken)},
+	})
+	w.create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "gantry-webhook"},
+		Data:       map[string][]byte{manager.WebhookSecretKey: []byte(webhookSecret)},
+	})
+
+	g, err := manager.New(env.Config, manager.Options{
+		MetricsAddr:           "0",
+		ProbeAddr:             "0",
+		WebhookAddr:           "127.0.0.1:0",
+		WebhookSecret:         types.NamespacedName{Namespace: w.ns, Name: "gantry-webhook"},
+		Namespaces:            []string{w.ns},
+		Concurrency:           4,
+		GitHubTimeout:         10 * time.Second,
+		FailedRunnerRetention: time.Hour,
+		ResyncInterval:        time.Second,
+		SeveralPerProcess:     true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.gantry = g
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Manager.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager stopped with an error: %v", err)
+		}
+	})
+	w.hookURL = "http://" + g.WebhookListener.Addr().String() + "/webhook"
+	if _, err := w.sim.CreateHook(simgithub.HookSpec{Org: "acme", URL: w.hookURL, Secret: webhookSecret, Events: []string{"workflow_job"}}); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func (w *world) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	w.t.Cleanup(cancel)
+	return ctx
+}
+
+func (w *world) create(obj client.Object) {
+	w.t.Helper()
+	if err := w.c.Create(w.ctx(), obj); err != nil {
+		w.t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// pool is a valid pool of this world: organization acme on the simulator, labels linux.
+func (w *world) pool(name string) *testutil.RunnerPoolBuilder {
+	return testutil.RunnerPool(w.ns, name).URL(w.simURL + "/acme").Credentials("github-creds").Labels("linux")
+}
+
+// eventually polls cond every 50ms until it holds or 30s pass.
+func (w *world) eventually(what string, cond func() (bool, error)) {
+	w.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var lastErr error
+	for time.Now().Before(deadline) {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		lastErr = err
+		time.Sleep(50 * time.Millisecond)
+	}
+	w.dump()
+	w.t.Fatalf("timed out waiting for %s (last error: %v)", what, lastErr)
+}
+
+// dump logs what a failed wait needs to be understood: pools, runners, deliveries.
+func (w *world) dump() {
+	var pools v1alpha1.RunnerPoolList
+	_ = w.c.List(context.Background(), &pools, client.InNamespace(w.ns))
+	for _, p := range pools.Items {
+		w.t.Logf("pool %s: status %+v", p.Name, p.Status)
+	}
+	var runners v1alpha1.RunnerList
+	_ = w.c.List(context.Background(), &runners, client.InNamespace(w.ns))
+	for _, r := range runners.Items {
+		w.t.Logf("runner %s: deleting=%v status %+v", r.Name, !r.DeletionTimestamp.IsZero(), r.Status)
+	}
+	for _, d := range w.sim.Deliveries() {
+		w.t.Logf("delivery %s %s job %d: %d %s", d.Event, d.Action, d.JobID, d.StatusCode, d.Status)
+	}
+	w.t.Logf("GitHub runners: %+v", w.sim.Runners())
+}
+
+func (w *world) runners(pool string) []v1alpha1.Runner {
+	w.t.Helper()
+	var list v1alpha1.RunnerList
+	if err := w.c.List(w.ctx(), &list, client.InNamespace(w.ns), client.MatchingLabels{v1alpha1.LabelPool: pool}); err != nil {
+		w.t.Fatal(err)
+	}
+	return list.Items
+}
+
+func (w *world) getPool(name string) *v1alpha1.RunnerPool {
+	w.t.Helper()
+	p := &v1alpha1.RunnerPool{}
+	if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: name}, p); err != nil {
+		w.t.Fatal(err)
+	}
+	return p
+}
+
+// setPodRunning writes what a kubelet writes once the runner container started.
+func (w *world) setPodRunning(name string) {
+	w.t.Helper()
+	pod := &corev1.Pod{}
+	if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: name}, pod); err != nil {
+		w.t.Fatal(err)
+	}
+	now := metav1.Now()
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.StartTime = &now
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: v1alpha1.RunnerContainerName, Ready: true, Image: pod.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+	}}
+	if err := w.c.Status().Update(w.ctx(), pod); err != nil {
+		w.t.Fatalf("marking pod %s running: %v", name, err)
+	}
+}
+
+// setPodExited writes what a kubelet writes when the runner container exits.
+func (w *world) setPodExited(name string, code int32) {
+	w.t.Helper()
+	pod := &corev1.Pod{}
+	if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: name}, pod); err != nil {
+		w.t.Fatal(err)
+	}
+	pod.Status.Phase = corev1.PodSucceeded
+	if code != 0 {
+		pod.Status.Phase = corev1.PodFailed
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name:  v1alpha1.RunnerContainerName,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Completed"}},
+	}}
+	if err := w.c.Status().Update(w.ctx(), pod); err != nil {
+		w.t.Fatalf("marking pod %s exited: %v", name, err)
+	}
+}
+
+// setPodWaiting writes a kubelet's waiting state for the runner container.
+func (w *world) setPodWaiting(name, reason, message string) {
+	w.t.Helper()
+	pod := &corev1.Pod{}
+	if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: name}, pod); err != nil {
+		w.t.Fatal(err)
+	}
+	pod.Status.Phase = corev1.PodPending
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name:  v1alpha1.RunnerContainerName,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}},
+	}}
+	if err := w.c.Status().Update(w.ctx(), pod); err != nil {
+		w.t.Fatalf("marking pod %s waiting: %v", name, err)
+	}
+}
