@@ -16,7 +16,8 @@ const (
 	// one generate-jitconfig call per runner, no shared secret in any pod.
 	RegistrationModeJIT RegistrationMode = "JIT"
 	// RegistrationModeRegistrationToken shares one registration token (valid one hour)
-	// among the pool's runners: one API call serves many runners, for very large bursts.
+	// among the pool's runners, which register themselves (config.sh --ephemeral) from
+	// the GANTRY_RUNNER_* environment: one API call serves a whole burst.
 	RegistrationModeRegistrationToken RegistrationMode = "RegistrationToken"
 )
 

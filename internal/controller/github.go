@@ -32,7 +32,6 @@ const (
 	ReasonSecretNotFound      = "CredentialsSecretNotFound"
 	ReasonInvalidCredentials  = "InvalidCredentials"
 	ReasonUnsupportedScope    = "UnsupportedScope"
-	ReasonRegistrationMode    = "RegistrationModeUnsupported"
 	ReasonGitHubUnauthorized  = "GitHubUnauthorized"
 	ReasonGitHubRateLimited   = "GitHubRateLimited"
 	ReasonGitHubUnavailable   = "GitHubUnavailable"

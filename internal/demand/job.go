@@ -39,8 +39,9 @@ type Job struct {
 	Labels []string
 	// Workflow is the workflow's name, for status and reports.
 	Workflow string
-	// RunnerName is the runner running the job (in_progress, completed).
+	// RunnerName and RunnerID are the runner running the job (in_progress, completed).
 	RunnerName string
+	RunnerID   int64
 	// CreatedAt is when GitHub queued the job.
 	CreatedAt time.Time
 }

@@ -19,6 +19,7 @@ type workflowJobPayload struct {
 		Status       string    `json:"status"`
 		WorkflowName string    `json:"workflow_name"`
 		RunnerName   *string   `json:"runner_name"`
+		RunnerID     *int64    `json:"runner_id"`
 		CreatedAt    time.Time `json:"created_at"`
 	} `json:"workflow_job"`
 	Repository *struct {
@@ -81,6 +82,9 @@ func ParseWorkflowJob(body []byte) (JobEvent, error) {
 	}
 	if wj.RunnerName != nil {
 		ev.Job.RunnerName = *wj.RunnerName
+	}
+	if wj.RunnerID != nil {
+		ev.Job.RunnerID = *wj.RunnerID
 	}
 	if p.Enterprise != nil {
 		ev.Job.Enterprise = p.Enterprise.Slug

@@ -124,14 +124,14 @@ func TestWebhookHandlerAnswers503WhenItsQueueIsFull(t *testing.T) {
 
 func TestParseWorkflowJob(t *testing.T) {
 	got, err := ParseWorkflowJob([]byte(`{"action":"in_progress","workflow_job":{"id":42,"run_id":7,"labels":["self-hosted","linux"],
-"workflow_name":"CI","runner_name":"gantry-abc","created_at":"2026-01-01T00:00:00Z"},
+"workflow_name":"CI","runner_name":"gantry-abc","runner_id":31,"created_at":"2026-01-01T00:00:00Z"},
 "repository":{"name":"api","html_url":"https://GHE.example.com/acme/api","owner":{"login":"acme"}},"enterprise":{"slug":"bigco"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := JobEvent{Action: ActionInProgress, Job: Job{
 		ID: 42, RunID: 7, Host: "ghe.example.com", Enterprise: "bigco", Owner: "acme", Repo: "api",
-		Labels: []string{"self-hosted", "linux"}, Workflow: "CI", RunnerName: "gantry-abc",
+		Labels: []string{"self-hosted", "linux"}, Workflow: "CI", RunnerName: "gantry-abc", RunnerID: 31,
 		CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {

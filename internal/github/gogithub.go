@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	gh "github.com/google/go-github/v88/github"
 	"k8s.io/utils/clock"
@@ -78,6 +80,7 @@ type client struct {
 	mu        sync.Mutex
 	hosts     map[string]*hostClient // by API base URL
 	regTokens map[Scope]RegistrationToken
+	regFlight singleflight.Group
 	groups    map[Scope]groupCache
 }
 
@@ -231,6 +234,15 @@ func (c *client) CreateRegistrationToken(ctx context.Context, scope Scope) (Regi
 	if ok && now.Before(tok.ExpiresAt.Add(-registrationTokenMargin)) {
 		return tok, nil
 	}
+	// A burst asks for the token from many reconciles at once: one request serves them.
+	v, err, _ := c.regFlight.Do(scope.String(), func() (any, error) { return c.fetchRegistrationToken(ctx, scope, what, now) })
+	if err != nil {
+		return RegistrationToken{}, err
+	}
+	return v.(RegistrationToken), nil
+}
+
+func (c *client) fetchRegistrationToken(ctx context.Context, scope Scope, what string, now time.Time) (RegistrationToken, error) {
 	h, err := c.host(scope)
 	if err != nil {
 		return RegistrationToken{}, fmt.Errorf("%s: %w", what, err)
@@ -250,7 +262,7 @@ func (c *client) CreateRegistrationToken(ctx context.Context, scope Scope) (Regi
 	if rt.GetToken() == "" || rt.ExpiresAt == nil {
 		return RegistrationToken{}, fmt.Errorf("%s: GitHub's answer has no token or expires_at", what)
 	}
-	tok = RegistrationToken{Token: rt.GetToken(), ExpiresAt: rt.ExpiresAt.Time}
+	tok := RegistrationToken{Token: rt.GetToken(), ExpiresAt: rt.ExpiresAt.Time}
 	if now.Before(tok.ExpiresAt.Add(-registrationTokenMargin)) {
 		c.mu.Lock()
 		c.regTokens[scope] = tok

@@ -30,7 +30,8 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 	}
 	logger := log.FromContext(ctx)
 	selfRemoved := runner.Status.Phase == v1alpha1.RunnerSucceeded && runner.Status.Job != nil
-	if runner.Status.GitHubRunnerID != 0 && !selfRemoved {
+	registered := runner.Status.GitHubRunnerID != 0 || runner.Status.RegisteredAt != nil
+	if registered && !selfRemoved {
 		res, err := r.unregister(ctx, runner)
 		if err != nil || !res.IsZero() {
 			return res, err
@@ -58,7 +59,7 @@ func (r *Reconciler) unregister(ctx context.Context, runner *v1alpha1.Runner) (r
 		if apierrors.IsNotFound(err) {
 			// Pools drain before they go, so this is a pool deleted around its finalizer.
 			r.Events.Eventf(runner, nil, corev1.EventTypeWarning, "UnregisterSkipped", "Unregister",
-				"pool %s is gone: runner %d could not be unregistered from GitHub (GitHub removes offline runners itself)", runner.Spec.PoolName, runner.Status.GitHubRunnerID)
+				"pool %s is gone: runner %s could not be unregistered from GitHub (GitHub removes offline runners itself)", runner.Spec.PoolName, runner.Name)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
@@ -67,14 +68,29 @@ func (r *Reconciler) unregister(ctx context.Context, runner *v1alpha1.Runner) (r
 	var cfg *controller.ConfigError
 	if errors.As(err, &cfg) {
 		r.Events.Eventf(runner, pool, corev1.EventTypeWarning, "UnregisterSkipped", "Unregister",
-			"cannot unregister runner %d from GitHub: %s", runner.Status.GitHubRunnerID, cfg.Message)
+			"cannot unregister runner %s from GitHub: %s", runner.Name, cfg.Message)
 		return reconcile.Result{}, nil
 	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	log.FromContext(ctx).V(1).Info("Unregistering runner from GitHub", "id", runner.Status.GitHubRunnerID)
-	err = gh.DeleteRunner(ctx, sc, runner.Status.GitHubRunnerID)
+	id := runner.Status.GitHubRunnerID
+	if id == 0 {
+		// Registered itself with the pool's token: find it by name, if it got that far.
+		found, err := gh.ListRunners(ctx, sc, runner.Name)
+		if github.IsRateLimited(err) {
+			return reconcile.Result{RequeueAfter: github.RetryAfter(err)}, nil
+		}
+		if err != nil {
+			return reconcile.Result{}, fmt.Errorf("looking up runner %s on GitHub: %w", runner.Name, err)
+		}
+		if len(found) == 0 {
+			return reconcile.Result{}, nil
+		}
+		id = found[0].ID
+	}
+	log.FromContext(ctx).V(1).Info("Unregistering runner from GitHub", "id", id)
+	err = gh.DeleteRunner(ctx, sc, id)
 	switch {
 	case err == nil, github.IsNotFound(err):
 		return reconcile.Result{}, nil

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -95,13 +96,40 @@ func buildPod(runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) *corev1.Pod {
 		if c.Name != v1alpha1.RunnerContainerName {
 			continue
 		}
-		c.Env = append(c.Env, corev1.EnvVar{
-			Name: EnvJITConfig,
-			ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: runner.Name},
-				Key:                  JITConfigKey,
-			}},
-		})
+		if pool.Spec.RegistrationMode == v1alpha1.RegistrationModeRegistrationToken {
+			c.Env = append(c.Env, tokenEnv(runner, pool)...)
+			continue
+		}
+		c.Env = append(c.Env, secretEnv(EnvJITConfig, runner.Name, JITConfigKey))
 	}
 	return pod
+}
+
+// Environment of the runner container in registrationMode RegistrationToken: what
+// config.sh needs to register the runner itself. Only the token comes from the Secret.
+const (
+	EnvRunnerToken     = "GANTRY_RUNNER_TOKEN"
+	EnvRunnerURL       = "GANTRY_RUNNER_URL"
+	EnvRunnerName      = "GANTRY_RUNNER_NAME"
+	EnvRunnerLabels    = "GANTRY_RUNNER_LABELS"
+	EnvRunnerGroup     = "GANTRY_RUNNER_GROUP"
+	EnvRunnerEphemeral = "GANTRY_RUNNER_EPHEMERAL"
+)
+
+func tokenEnv(runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) []corev1.EnvVar {
+	return []corev1.EnvVar{
+		secretEnv(EnvRunnerToken, runner.Name, RegistrationTokenKey),
+		{Name: EnvRunnerURL, Value: strings.TrimRight(pool.Spec.GitHub.URL, "/")},
+		{Name: EnvRunnerName, Value: runner.Name},
+		{Name: EnvRunnerLabels, Value: strings.Join(runnerLabels(pool.Spec.Labels), ",")},
+		{Name: EnvRunnerGroup, Value: pool.Spec.GitHub.RunnerGroup},
+		{Name: EnvRunnerEphemeral, Value: "true"},
+	}
+}
+
+func secretEnv(name, secret, key string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: secret},
+		Key:                  key,
+	}}}
 }

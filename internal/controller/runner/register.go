@@ -26,6 +26,11 @@ import (
 // runner container gets it as ACTIONS_RUNNER_INPUT_JITCONFIG.
 const JITConfigKey = "jitconfig"
 
+// RegistrationTokenKey is the key of the runner's Secret that holds the pool's shared
+// registration token (registrationMode RegistrationToken); the runner container gets
+// it as GANTRY_RUNNER_TOKEN.
+const RegistrationTokenKey = "registration-token"
+
 // annotationRunnerID on the runner's Secret records the GitHub runner id registered with
 // it, so a restart that lost the status write recovers the id without another call.
 const annotationRunnerID = "gantry.dev/github-runner-id"
@@ -36,7 +41,7 @@ const annotationRunnerID = "gantry.dev/github-runner-id"
 // Secret was never written) is removed from GitHub and registered again. Done when
 // status.githubRunnerID is set.
 func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
-	if s.runner.Status.GitHubRunnerID != 0 {
+	if s.runner.Status.GitHubRunnerID != 0 || s.runner.Status.RegisteredAt != nil {
 		return reconcile.Result{}, true, nil
 	}
 	if s.runner.Status.Phase == "" {
@@ -47,6 +52,10 @@ func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, 
 	var existing corev1.Secret
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.runner.Namespace, Name: s.runner.Name}, &existing)
 	if err == nil {
+		if _, token := existing.Data[RegistrationTokenKey]; token {
+			r.setRegistered(s, 0) // the runner registers itself; its id comes later
+			return reconcile.Result{}, true, nil
+		}
 		id, perr := strconv.ParseInt(existing.Annotations[annotationRunnerID], 10, 64)
 		if perr != nil || id == 0 {
 			return reconcile.Result{}, false, fmt.Errorf("runner secret %s has no %s annotation", existing.Name, annotationRunnerID)
@@ -58,13 +67,12 @@ func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, 
 		return reconcile.Result{}, false, fmt.Errorf("reading runner secret: %w", err)
 	}
 
-	if s.pool.Spec.RegistrationMode != "" && s.pool.Spec.RegistrationMode != v1alpha1.RegistrationModeJIT {
-		s.runner.Status.Message = "registrationMode " + string(s.pool.Spec.RegistrationMode) + " is not supported by this version of Gantry; use JIT"
-		return reconcile.Result{}, false, nil
-	}
 	gh, sc, err := r.GitHub.For(ctx, s.pool)
 	if err != nil {
 		return r.waitOn(s, err)
+	}
+	if s.pool.Spec.RegistrationMode == v1alpha1.RegistrationModeRegistrationToken {
+		return r.registerWithToken(ctx, gh, sc, s)
 	}
 	group, err := gh.RunnerGroupID(ctx, sc, s.pool.Spec.GitHub.RunnerGroup)
 	if err != nil {
@@ -85,6 +93,36 @@ func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, 
 		return r.waitOn(s, fmt.Errorf("generating the JIT configuration: %w", err))
 	}
 
+	if err := r.createSecret(ctx, s, map[string][]byte{JITConfigKey: []byte(jit.EncodedJITConfig)},
+		map[string]string{annotationRunnerID: strconv.FormatInt(jit.Runner.ID, 10)}); err != nil {
+		return reconcile.Result{}, false, err
+	}
+	r.setRegistered(s, jit.Runner.ID)
+	s.runner.Status.Message = ""
+	return reconcile.Result{}, true, nil
+}
+
+// registerWithToken gives the runner the scope's registration token, in a Secret the
+// Runner owns; the runner registers itself with it (config.sh --ephemeral). The client
+// caches the token per scope until five minutes before it expires, so a burst of any
+// size costs one call an hour. The runner's GitHub id is learned from the in_progress
+// webhook, or looked up by name when it is needed earlier.
+func (r *Reconciler) registerWithToken(ctx context.Context, gh github.Client, sc github.Scope, s *scope) (reconcile.Result, bool, error) {
+	tok, err := gh.CreateRegistrationToken(ctx, sc)
+	if err != nil {
+		return r.waitOn(s, fmt.Errorf("creating a registration token: %w", err))
+	}
+	if err := r.createSecret(ctx, s, map[string][]byte{RegistrationTokenKey: []byte(tok.Token)}, nil); err != nil {
+		return reconcile.Result{}, false, err
+	}
+	r.setRegistered(s, 0)
+	s.runner.Status.Message = ""
+	return reconcile.Result{}, true, nil
+}
+
+// createSecret creates the Runner's Secret, owned by the Runner and labelled for
+// Gantry's cache. An existing one (a retried reconcile) is fine.
+func (r *Reconciler) createSecret(ctx context.Context, s *scope, data map[string][]byte, annotations map[string]string) error {
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: s.runner.Namespace,
@@ -94,22 +132,21 @@ func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, 
 				v1alpha1.LabelPool:      s.pool.Name,
 				v1alpha1.LabelRunner:    s.runner.Name,
 			},
-			Annotations: map[string]string{annotationRunnerID: strconv.FormatInt(jit.Runner.ID, 10)},
+			Annotations: annotations,
 		},
 		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{JITConfigKey: []byte(jit.EncodedJITConfig)},
+		Data: data,
 	}
 	if err := controllerutil.SetControllerReference(s.runner, secret, r.Client.Scheme()); err != nil {
-		return reconcile.Result{}, false, err
+		return err
 	}
 	if err := r.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
-		return reconcile.Result{}, false, fmt.Errorf("creating runner secret: %w", err)
+		return fmt.Errorf("creating runner secret: %w", err)
 	}
-	r.setRegistered(s, jit.Runner.ID)
-	s.runner.Status.Message = ""
-	return reconcile.Result{}, true, nil
+	return nil
 }
 
+// setRegistered records the registration; id is 0 when the runner registers itself.
 func (r *Reconciler) setRegistered(s *scope, id int64) {
 	now := metav1.NewTime(r.Clock.Now())
 	s.runner.Status.GitHubRunnerID = id

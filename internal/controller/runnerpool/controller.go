@@ -95,10 +95,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // checkConfig says what the pool's owner must fix before runners can be created, or nil.
 func (r *Reconciler) checkConfig(ctx context.Context, pool *v1alpha1.RunnerPool) error {
-	if m := pool.Spec.RegistrationMode; m != "" && m != v1alpha1.RegistrationModeJIT {
-		return &controller.ConfigError{Reason: controller.ReasonRegistrationMode,
-			Message: "registrationMode " + string(m) + " is not supported by this version of Gantry; set registrationMode: JIT"}
-	}
 	_, _, err := r.GitHub.For(ctx, pool)
 	return err
 }

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -164,8 +166,13 @@ func (a *Agents) run(ctx context.Context, p *corev1.Pod) error {
 	if err != nil {
 		return fmt.Errorf("reading the JIT configuration: %w", err)
 	}
-	rc, err := runnerapi.NewClientFromJITConfig(string(secret.Data[runner.JITConfigKey]), a.http)
-	if err != nil {
+	var rc *runnerapi.Client
+	if tok, ok := secret.Data[runner.RegistrationTokenKey]; ok {
+		// registrationMode RegistrationToken: register as config.sh --ephemeral does.
+		if rc, err = a.register(ctx, p, string(tok)); err != nil {
+			return err
+		}
+	} else if rc, err = runnerapi.NewClientFromJITConfig(string(secret.Data[runner.JITConfigKey]), a.http); err != nil {
 		return fmt.Errorf("decoding the JIT configuration: %w", err)
 	}
 	if _, err := rc.Connect(ctx); err != nil {
@@ -199,6 +206,37 @@ func (a *Agents) run(ctx context.Context, p *corev1.Pod) error {
 		}
 		return a.exit(ctx, p, 0)
 	}
+}
+
+// register plays config.sh with the settings Gantry put in the runner container's
+// environment.
+func (a *Agents) register(ctx context.Context, p *corev1.Pod, token string) (*runnerapi.Client, error) {
+	env := map[string]string{}
+	for _, c := range p.Spec.Containers {
+		if c.Name == v1alpha1.RunnerContainerName {
+			for _, e := range c.Env {
+				env[e.Name] = e.Value
+			}
+		}
+	}
+	u, err := url.Parse(env[runner.EnvRunnerURL])
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("the runner container has no usable %s", runner.EnvRunnerURL)
+	}
+	var labels []string
+	for _, l := range strings.Split(env[runner.EnvRunnerLabels], ",") {
+		if l != "" && !strings.EqualFold(l, "self-hosted") {
+			labels = append(labels, l)
+		}
+	}
+	rc, err := runnerapi.Register(ctx, u.Scheme+"://"+u.Host, runnerapi.RegisterRequest{
+		Token: token, Name: env[runner.EnvRunnerName], Labels: labels,
+		RunnerGroup: env[runner.EnvRunnerGroup], Ephemeral: env[runner.EnvRunnerEphemeral] == "true",
+	}, a.http)
+	if err != nil {
+		return nil, fmt.Errorf("registering with the registration token: %w", err)
+	}
+	return rc, nil
 }
 
 func (a *Agents) exit(ctx context.Context, p *corev1.Pod, code int) error {

@@ -53,3 +53,5 @@ func hasEvent(w *world, object, reason string) bool {
 func keyOf(ns, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: name}
 }
+
+func clientMergeFrom(obj client.Object) client.Patch { return client.MergeFrom(obj) }
