@@ -120,7 +120,7 @@ func (r *Reconciler) registerWithToken(ctx context.Context, gh github.Client, sc
 	return reconcile.Result{}, true, nil
 }
 
-// createSecret creates the Runner's Secret, owned by the Runner and labelled for
+// createSecret creates the Runner's Secret, owned by the Runner and labeled for
 // Gantry's cache. An existing one (a retried reconcile) is fine.
 func (r *Reconciler) createSecret(ctx context.Context, s *scope, data map[string][]byte, annotations map[string]string) error {
 	secret := &corev1.Secret{
