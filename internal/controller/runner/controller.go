@@ -9,6 +9,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -105,7 +106,26 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
 }
 
 // expireFailed removes a Failed Runner once it has been visible for FailedRetention.
+// Until then it sees its pod go: the pod was deleted when the runner failed, and one
+// stuck terminating — its node gone too — is force-deleted after nodeLostTimeout.
 func (r *Reconciler) expireFailed(ctx context.Context, s *scope) (reconcile.Result, error) {
+	var res reconcile.Result
+	pod := &corev1.Pod{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.runner.Namespace, Name: s.runner.Name}, pod)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return reconcile.Result{}, fmt.Errorf("reading the failed runner's pod: %w", err)
+	case pod.DeletionTimestamp.IsZero():
+		// The delete when the runner failed did not go through.
+		if err := r.Client.Delete(ctx, pod); ctrl.IgnoreNotFound(err) != nil {
+			return reconcile.Result{}, fmt.Errorf("deleting the failed runner's pod: %w", err)
+		}
+	default:
+		if res.RequeueAfter, err = r.reapStuckPod(ctx, pod, s.pool.Spec.Recovery.NodeLostTimeoutOrDefault()); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	failedAt := s.runner.CreationTimestamp.Time
 	for _, c := range s.runner.Status.Conditions {
 		if c.Type == ConditionFailed {
@@ -113,7 +133,10 @@ func (r *Reconciler) expireFailed(ctx context.Context, s *scope) (reconcile.Resu
 		}
 	}
 	if left := r.FailedRetention - r.Clock.Since(failedAt); left > 0 {
-		return reconcile.Result{RequeueAfter: left}, nil
+		if res.RequeueAfter == 0 || left < res.RequeueAfter {
+			res.RequeueAfter = left
+		}
+		return res, nil
 	}
 	return reconcile.Result{}, ctrl.IgnoreNotFound(r.Client.Delete(ctx, s.runner))
 }

@@ -32,15 +32,17 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (reconcile.Result, b
 	hasJob := s.runner.Status.Job != nil
 
 	if pod.DeletionTimestamp != nil {
+		if isEvicted(pod) {
+			// Evicted through the Eviction API (a drain), preempted or tainted out: the
+			// pod is marked as disrupted and is being deleted. That is certain now; should
+			// no kubelet confirm the deletion, expireFailed force-deletes the pod later.
+			return r.failEvicted(ctx, s)
+		}
 		// Terminating: normally gone in seconds. Stuck past nodeLostTimeout means the
 		// kubelet that should confirm it is gone: force the deletion.
-		left := rec.NodeLostTimeoutOrDefault() - now.Sub(pod.DeletionTimestamp.Time)
-		if left > 0 {
-			return reconcile.Result{RequeueAfter: left}, false, nil
-		}
-		log.FromContext(ctx).Info("Force-deleting runner pod stuck terminating", "pod", pod.Name, "node", pod.Spec.NodeName)
-		if err := r.Client.Delete(ctx, pod, ctrl.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, false, fmt.Errorf("force-deleting runner pod: %w", err)
+		left, err := r.reapStuckPod(ctx, pod, rec.NodeLostTimeoutOrDefault())
+		if err != nil || left > 0 {
+			return reconcile.Result{RequeueAfter: left}, false, err
 		}
 		if hasJob {
 			// The job was cut off with its node; GitHub fails it after its own timeout.
@@ -55,10 +57,7 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (reconcile.Result, b
 		return r.complete(ctx, s)
 	case corev1.PodFailed:
 		if isEvicted(pod) {
-			if hasJob {
-				return r.fail(ctx, s, v1alpha1.ReasonEvicted, fmt.Sprintf("the runner's pod was evicted while running job %d: %s", s.runner.Status.Job.ID, pod.Status.Message))
-			}
-			return r.fail(ctx, s, v1alpha1.ReasonEvicted, "the runner's pod was evicted before it ran a job: "+pod.Status.Message)
+			return r.failEvicted(ctx, s)
 		}
 		if hasJob {
 			// The job ran; how it ended is GitHub's to report. The runner is done.
@@ -151,6 +150,33 @@ func (r *Reconciler) fail(ctx context.Context, s *scope, reason, message string)
 		}
 	}
 	return reconcile.Result{RequeueAfter: r.FailedRetention}, false, nil
+}
+
+// reapStuckPod force-deletes a pod still terminating timeout after its grace period
+// ended: no kubelet confirmed it gone, so its node is taken to be lost. It returns how
+// long until that is due, or 0 once the pod was force-deleted.
+func (r *Reconciler) reapStuckPod(ctx context.Context, pod *corev1.Pod, timeout time.Duration) (time.Duration, error) {
+	if left := timeout - r.Clock.Since(pod.DeletionTimestamp.Time); left > 0 {
+		return left, nil
+	}
+	log.FromContext(ctx).Info("Force-deleting runner pod stuck terminating", "pod", pod.Name, "node", pod.Spec.NodeName)
+	if err := r.Client.Delete(ctx, pod, ctrl.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+		return 0, fmt.Errorf("force-deleting runner pod: %w", err)
+	}
+	return 0, nil
+}
+
+// failEvicted fails a runner whose pod was evicted, saying why: the kubelet's message
+// (node pressure), else the DisruptionTarget condition's (the Eviction API, preemption).
+func (r *Reconciler) failEvicted(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
+	why := s.pod.Status.Message
+	if c := podCondition(s.pod, corev1.DisruptionTarget); why == "" && c != nil {
+		why = c.Message
+	}
+	if s.runner.Status.Job != nil {
+		return r.fail(ctx, s, v1alpha1.ReasonEvicted, fmt.Sprintf("the runner's pod was evicted while running job %d: %s", s.runner.Status.Job.ID, why))
+	}
+	return r.fail(ctx, s, v1alpha1.ReasonEvicted, "the runner's pod was evicted before it ran a job: "+why)
 }
 
 // complete removes a runner that finished: deleting the Runner runs finalize, which

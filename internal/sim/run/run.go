@@ -179,7 +179,7 @@ func setupNamespaces(ctx context.Context, c client.Client, simURL string, sc Sce
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: poolName},
 			Spec: v1alpha1.RunnerPoolSpec{
 				GitHub: v1alpha1.GitHubSpec{URL: simURL + "/acme", CredentialsSecretRef: v1alpha1.SecretReference{Name: "github-creds"}},
-				Labels: []string{"linux", "x64"}, MinIdle: sc.MinIdle, MaxRunners: sc.MaxRunners,
+				Labels: []string{"linux", "x64"}, MinIdle: sc.MinIdle, MaxRunners: sc.MaxRunners, RegistrationMode: sc.Mode,
 				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
 					Name: v1alpha1.RunnerContainerName, Image: "ghcr.io/actions/actions-runner:latest",
 					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}},

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/gantry-dev/gantry/api/v1alpha1"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 )
 
@@ -23,8 +24,9 @@ type Scenario struct {
 	// JobDuration is how long each job runs.
 	JobDuration time.Duration `json:"job_duration"`
 	// Pool settings.
-	MinIdle    int32 `json:"min_idle"`
-	MaxRunners int32 `json:"max_runners"`
+	MinIdle    int32                     `json:"min_idle"`
+	MaxRunners int32                     `json:"max_runners"`
+	Mode       v1alpha1.RegistrationMode `json:"registration_mode,omitempty"`
 	// Cluster settings.
 	Nodes         int           `json:"nodes"`
 	PodStartDelay time.Duration `json:"pod_start_delay"`
@@ -51,6 +53,11 @@ var Scenarios = map[string]Scenario{
 	"burst-limited": {
 		Name: "burst-limited", Description: "the burst with github.com's primary and secondary rate limits on",
 		Burst: 500, JobDuration: 10 * time.Second, MaxRunners: 600, Nodes: 10,
+		PodStartDelay: time.Second, RateLimits: simgithub.RateLimits{}, Timeout: 15 * time.Minute,
+	},
+	"burst-limited-token": {
+		Name: "burst-limited-token", Description: "the burst with github.com's rate limits on, registrationMode RegistrationToken",
+		Burst: 500, JobDuration: 10 * time.Second, MaxRunners: 600, Nodes: 10, Mode: v1alpha1.RegistrationModeRegistrationToken,
 		PodStartDelay: time.Second, RateLimits: simgithub.RateLimits{}, Timeout: 15 * time.Minute,
 	},
 	"steady": {
