@@ -10,15 +10,21 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gantry-dev/gantry/internal/sim/fault"
 	"github.com/gantry-dev/gantry/internal/sim/run"
+	"github.com/gantry-dev/gantry/internal/sim/trace"
 )
 
 func newSimRunCommand() *cobra.Command {
 	var (
 		scenario, out, bins string
+		traceFile, faults   string
+		traceSpeed          float64
+		maxRunners          int32
 		seed                uint64
 	)
 	cmd := &cobra.Command{
@@ -29,12 +35,24 @@ kube-scheduler, kwok nodes), the GitHub simulator, simulated runner agents and t
 unchanged gantry controller as a separate process; queues the scenario's jobs; prints a
 live view; and writes <out>/report.json and <out>/report.html.
 
+--trace FILE replays a recorded trace of workflow jobs instead (docs/sim.md: the
+format; gantry sim export-trace writes one from a real organization). --faults FILE
+plays a fault schedule during the workload of any scenario.
+
 Scenarios: ` + scenarioList(),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sc, err := run.Lookup(scenario)
+			sc, err := chooseScenario(cmd, scenario, traceFile, traceSpeed)
 			if err != nil {
 				return err
+			}
+			if faults != "" {
+				if sc, err = withFaults(sc, faults); err != nil {
+					return err
+				}
+			}
+			if maxRunners > 0 {
+				sc.MaxRunners = maxRunners
 			}
 			if bins == "" {
 				if bins, err = k8sBins(cmd); err != nil {
@@ -49,17 +67,80 @@ Scenarios: ` + scenarioList(),
 			}
 			fmt.Fprint(cmd.OutOrStdout(), "\n"+rep.Summary())
 			fmt.Fprintf(cmd.OutOrStdout(), "Report: %s and %s\n", filepath.Join(out, "report.json"), filepath.Join(out, "report.html"))
-			if !rep.Finished || rep.JobsNeverPickedUp > 0 || rep.Leftover != (run.Leftover{}) {
-				return fmt.Errorf("scenario %s did not end clean: see the report", sc.Name)
+			if !rep.Clean() {
+				return fmt.Errorf("scenario %s did not end clean (unfinished, lost or left over, or a busy runner killed): see the report", sc.Name)
 			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&scenario, "scenario", "demo", "scenario to run: "+scenarioList())
+	cmd.Flags().StringVar(&scenario, "scenario", "demo", "scenario to run: "+strings.Join(scenarioNames(), ", "))
 	cmd.Flags().StringVar(&out, "out", "out/sim", "directory for report.json, report.html and logs")
 	cmd.Flags().StringVar(&bins, "k8s-bins", "", "directory of the Kubernetes binaries (default: build or find them with hack/k8s-bins.sh)")
-	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of random arrivals")
+	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of random arrivals (and of faults, unless the schedule has its own)")
+	cmd.Flags().StringVar(&traceFile, "trace", "", "replay this trace of workflow jobs (JSON Lines, docs/sim.md) instead of a scenario")
+	cmd.Flags().Float64Var(&traceSpeed, "trace-speed", 1, "replay the trace this many times faster (arrivals and job durations)")
+	cmd.Flags().StringVar(&faults, "faults", "", "play this fault schedule (JSON, docs/sim.md) during the workload")
+	cmd.Flags().Int32Var(&maxRunners, "max-runners", 0, "override the pool's maxRunners")
 	return cmd
+}
+
+// chooseScenario is the built-in scenario, or the replay of a trace file.
+func chooseScenario(cmd *cobra.Command, name, traceFile string, speed float64) (run.Scenario, error) {
+	if traceFile == "" {
+		return run.Lookup(name)
+	}
+	if cmd.Flags().Changed("scenario") {
+		return run.Scenario{}, fmt.Errorf("--trace and --scenario exclude each other: a trace is its own workload")
+	}
+	if speed <= 0 {
+		return run.Scenario{}, fmt.Errorf("--trace-speed must be positive")
+	}
+	f, err := os.Open(traceFile)
+	if err != nil {
+		return run.Scenario{}, err
+	}
+	defer f.Close()
+	tr, err := trace.Parse(f)
+	if err != nil {
+		return run.Scenario{}, fmt.Errorf("%s: %w", traceFile, err)
+	}
+	return run.TraceScenario(tr, traceFile, speed), nil
+}
+
+// withFaults gives a scenario a fault schedule, and the faults scenario's recovery
+// settings where it has none, so that a lost node is recovered within the run.
+func withFaults(sc run.Scenario, path string) (run.Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return sc, err
+	}
+	sched, err := fault.Parse(data)
+	if err != nil {
+		return sc, fmt.Errorf("%s: %w", path, err)
+	}
+	sc.Faults = &sched
+	ref := run.Scenarios["faults"]
+	set := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	set(&sc.NodeLostTimeout, ref.NodeLostTimeout)
+	set(&sc.UnreachableToleration, ref.UnreachableToleration)
+	set(&sc.NodeMonitorGracePeriod, ref.NodeMonitorGracePeriod)
+	set(&sc.FailedRunnerRetention, ref.FailedRunnerRetention)
+	set(&sc.RunnerLostTimeout, ref.RunnerLostTimeout)
+	sc.Description += " — with the faults of " + path
+	return sc, nil
+}
+
+func scenarioNames() []string {
+	var names []string
+	for n := range run.Scenarios {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 func scenarioList() string {

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,12 +31,57 @@ import (
 	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 )
 
+// Kinds of Event.
+const (
+	// EventCreated: the watch saw a new runner pod.
+	EventCreated = "created"
+	// EventRunning: the pod runs; its agent started (Node is set).
+	EventRunning = "running"
+	// EventJobStarted: the runner started job Job.
+	EventJobStarted = "job-started"
+	// EventJobCompleted: the runner reported job Job completed.
+	EventJobCompleted = "job-completed"
+	// EventKilled: the runner process died before it finished: Cause says why, Job is
+	// the job it was running (0: none).
+	EventKilled = "killed"
+	// EventExited: the runner process exited by itself (its job done, or retired).
+	EventExited = "exited"
+	// EventDeleted: the pod is gone from the API server (Node is where it was bound).
+	EventDeleted = "deleted"
+)
+
+// Causes of EventKilled.
+const (
+	// CausePodDeleted: the pod was deleted under the runner (the kubelet stops its
+	// containers), by whoever deleted it.
+	CausePodDeleted = "pod-deleted"
+	// CauseNodeLost: the pod's node was lost (LoseNode).
+	CauseNodeLost = "node-lost"
+	// CauseStopped: the agents were shut down at the end of a run.
+	CauseStopped = "stopped"
+)
+
+var (
+	errPodDeleted = errors.New(CausePodDeleted)
+	errNodeLost   = errors.New(CauseNodeLost)
+)
+
 // Event is something an agent saw, for reports.
 type Event struct {
-	Pod  string
-	Kind string // "created", "running", "job-started", "exited"
-	At   time.Time
-	Job  int64
+	Pod   string
+	Kind  string
+	At    time.Time
+	Job   int64
+	Node  string
+	Cause string
+}
+
+// Options tune the agents.
+type Options struct {
+	// RenewEvery is how often a runner renews the job it runs (POST
+	// /_runner/jobs/{id}/renew), as the actions runner renews its job lock; 0 never
+	// does. Set it below the simulator's RunnerLostTimeout.
+	RenewEvery time.Duration
 }
 
 // Agents runs one agent per Running runner pod in a namespace.
@@ -43,25 +89,55 @@ type Agents struct {
 	kube      kubernetes.Interface
 	namespace string
 	http      *http.Client
+	opts      Options
 
-	mu      sync.Mutex
-	running map[types.UID]context.CancelFunc
-	events  []Event
-	errs    []error
-	wg      sync.WaitGroup
+	mu        sync.Mutex
+	running   map[types.UID]*agentState
+	lostNodes map[string]bool
+	events    []Event
+	errs      []error
+	wg        sync.WaitGroup
+}
+
+// agentState is one runner process.
+type agentState struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	node   string
+	job    atomic.Int64 // the job it runs, 0 before it started one
 }
 
 // New returns agents for the runner pods of namespace.
-func New(cfg *rest.Config, namespace string) (*Agents, error) {
+func New(cfg *rest.Config, namespace string, opts Options) (*Agents, error) {
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return &Agents{
-		kube: kube, namespace: namespace,
-		http:    &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1000}},
-		running: map[types.UID]context.CancelFunc{},
+		kube: kube, namespace: namespace, opts: opts,
+		http:      &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1000}},
+		running:   map[types.UID]*agentState{},
+		lostNodes: map[string]bool{},
 	}, nil
+}
+
+// LoseNode kills the runner processes of the pods on node, as when the machine dies,
+// without a word to GitHub, and starts none there afterwards. It returns how many it
+// killed and how many of those were running a job.
+func (a *Agents) LoseNode(node string) (killed, busy int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.lostNodes[node] = true
+	for _, st := range a.running {
+		if st.node == node && st.ctx.Err() == nil {
+			killed++
+			if st.job.Load() != 0 {
+				busy++
+			}
+			st.cancel(errNodeLost)
+		}
+	}
+	return killed, busy
 }
 
 // Run watches runner pods until ctx ends, then waits for its agents to stop.
@@ -76,22 +152,28 @@ func (a *Agents) Run(ctx context.Context) error {
 		AddFunc: func(obj any) {
 			if p, ok := obj.(*corev1.Pod); ok {
 				// When the watch saw it: creationTimestamp has one-second granularity.
-				a.record(Event{Pod: p.Name, Kind: "created", At: time.Now()})
+				a.record(Event{Pod: p.Name, Kind: EventCreated, At: time.Now()})
 				a.consider(ctx, p)
 			}
 		},
 		UpdateFunc: func(_, obj any) {
 			if p, ok := obj.(*corev1.Pod); ok {
+				if p.DeletionTimestamp != nil {
+					// The kubelet stops the containers of a pod being deleted.
+					a.stop(p.UID, errPodDeleted)
+					return
+				}
 				a.consider(ctx, p)
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if p, ok := obj.(*corev1.Pod); ok {
-				a.stop(p.UID)
-			} else if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				if p, ok := t.Obj.(*corev1.Pod); ok {
-					a.stop(p.UID)
-				}
+			p, ok := obj.(*corev1.Pod)
+			if t, tomb := obj.(cache.DeletedFinalStateUnknown); tomb {
+				p, ok = t.Obj.(*corev1.Pod)
+			}
+			if ok {
+				a.stop(p.UID, errPodDeleted)
+				a.record(Event{Pod: p.Name, Kind: EventDeleted, At: time.Now(), Node: p.Spec.NodeName})
 			}
 		},
 	})
@@ -133,35 +215,47 @@ func (a *Agents) consider(ctx context.Context, p *corev1.Pod) {
 		return
 	}
 	a.mu.Lock()
-	if _, ok := a.running[p.UID]; ok {
+	if _, ok := a.running[p.UID]; ok || a.lostNodes[p.Spec.NodeName] {
 		a.mu.Unlock()
 		return
 	}
-	actx, cancel := context.WithCancel(ctx)
-	a.running[p.UID] = cancel
-	a.events = append(a.events, Event{Pod: p.Name, Kind: "running", At: time.Now()})
+	actx, cancel := context.WithCancelCause(ctx)
+	st := &agentState{ctx: actx, cancel: cancel, node: p.Spec.NodeName}
+	a.running[p.UID] = st
+	a.events = append(a.events, Event{Pod: p.Name, Kind: EventRunning, At: time.Now(), Node: p.Spec.NodeName})
 	a.wg.Add(1)
 	a.mu.Unlock()
 	go func() {
 		defer a.wg.Done()
-		if err := a.run(actx, p); err != nil && actx.Err() == nil {
+		err := a.run(actx, p, st)
+		if actx.Err() != nil {
+			cause := CauseStopped
+			if c := context.Cause(actx); errors.Is(c, errPodDeleted) || errors.Is(c, errNodeLost) {
+				cause = c.Error()
+			}
+			a.record(Event{Pod: p.Name, Kind: EventKilled, At: time.Now(), Job: st.job.Load(), Node: st.node, Cause: cause})
+			return
+		}
+		if err != nil {
 			a.mu.Lock()
 			a.errs = append(a.errs, fmt.Errorf("agent of pod %s: %w", p.Name, err))
 			a.mu.Unlock()
+			// The runner process dies of it: exit 1, as the real one would.
+			_ = a.exit(actx, p, 1)
 		}
 	}()
 }
 
-func (a *Agents) stop(uid types.UID) {
+func (a *Agents) stop(uid types.UID, cause error) {
 	a.mu.Lock()
-	if cancel, ok := a.running[uid]; ok {
-		cancel()
+	if st, ok := a.running[uid]; ok {
+		st.cancel(cause)
 	}
 	a.mu.Unlock()
 }
 
 // run is one runner's life: JIT config → online → one job → exit 0.
-func (a *Agents) run(ctx context.Context, p *corev1.Pod) error {
+func (a *Agents) run(ctx context.Context, p *corev1.Pod, st *agentState) error {
 	secret, err := a.kube.CoreV1().Secrets(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading the JIT configuration: %w", err)
@@ -190,21 +284,44 @@ func (a *Agents) run(ctx context.Context, p *corev1.Pod) error {
 		if j == nil {
 			continue
 		}
+		st.job.Store(j.ID)
 		if err := rc.StartJob(ctx, j.ID); err != nil {
 			return fmt.Errorf("starting job %d: %w", j.ID, err)
 		}
-		a.record(Event{Pod: p.Name, Kind: "job-started", At: time.Now(), Job: j.ID})
-		t := time.NewTimer(j.Duration())
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		a.record(Event{Pod: p.Name, Kind: EventJobStarted, At: time.Now(), Job: j.ID, Node: st.node})
+		if err := a.runJob(ctx, rc, j); err != nil {
+			return err
 		}
 		if err := rc.CompleteJob(ctx, j.ID, j.Conclusion); err != nil {
 			return fmt.Errorf("completing job %d: %w", j.ID, err)
 		}
+		a.record(Event{Pod: p.Name, Kind: EventJobCompleted, At: time.Now(), Job: j.ID, Node: st.node})
+		st.job.Store(0)
 		return a.exit(ctx, p, 0)
+	}
+}
+
+// runJob waits for the job's duration, renewing it every RenewEvery.
+func (a *Agents) runJob(ctx context.Context, rc *runnerapi.Client, j *runnerapi.Job) error {
+	done := time.NewTimer(j.Duration())
+	defer done.Stop()
+	var renew <-chan time.Time
+	if a.opts.RenewEvery > 0 {
+		t := time.NewTicker(a.opts.RenewEvery)
+		defer t.Stop()
+		renew = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-done.C:
+			return nil
+		case <-renew:
+			if err := rc.RenewJob(ctx, j.ID); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("renewing job %d: %w", j.ID, err)
+			}
+		}
 	}
 }
 
@@ -240,7 +357,7 @@ func (a *Agents) register(ctx context.Context, p *corev1.Pod, token string) (*ru
 }
 
 func (a *Agents) exit(ctx context.Context, p *corev1.Pod, code int) error {
-	a.record(Event{Pod: p.Name, Kind: "exited", At: time.Now()})
+	a.record(Event{Pod: p.Name, Kind: EventExited, At: time.Now(), Node: p.Spec.NodeName})
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, cluster.AnnotationExitCode, fmt.Sprint(code))
 	_, err := a.kube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {

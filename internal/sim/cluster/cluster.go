@@ -48,6 +48,10 @@ type Options struct {
 	MaxPods    int
 	// PodStartDelay is how long kwok takes to make a scheduled pod Running (default 1s).
 	PodStartDelay time.Duration
+	// NodeMonitorGracePeriod is how long a node may miss its heartbeats before
+	// kube-controller-manager marks it NotReady and taints it unreachable (default 40s,
+	// whole seconds). kwok's node leases last as long and are renewed every quarter.
+	NodeMonitorGracePeriod time.Duration
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -67,6 +71,9 @@ func (o *Options) defaults() {
 	}
 	if o.PodStartDelay == 0 {
 		o.PodStartDelay = time.Second
+	}
+	if o.NodeMonitorGracePeriod < time.Second {
+		o.NodeMonitorGracePeriod = 40 * time.Second
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -150,13 +157,14 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			"--kubeconfig=" + c.Kubeconfig, "--secure-port=0", "--leader-elect=false",
 			// Service-account tokens need a signing key no simulated pod uses.
 			"--controllers=*,-serviceaccount-token,-serviceaccount",
-			"--node-monitor-grace-period=40s",
+			fmt.Sprintf("--node-monitor-grace-period=%ds", graceSeconds(opts.NodeMonitorGracePeriod)),
 		}},
 		{"kube-scheduler", []string{"--kubeconfig=" + c.Kubeconfig, "--secure-port=0", "--leader-elect=false"}},
 		{"kwok", []string{
 			"--kubeconfig=" + c.Kubeconfig, "--config=" + stages,
 			"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-			"--node-ip=10.255.0.1", "--cidr=10.0.0.0/16", "--node-lease-duration-seconds=40",
+			"--node-ip=10.255.0.1", "--cidr=10.0.0.0/16",
+			fmt.Sprintf("--node-lease-duration-seconds=%d", graceSeconds(opts.NodeMonitorGracePeriod)),
 		}},
 	} {
 		if err := c.startProcess(p.name, p.args); err != nil {
@@ -186,6 +194,8 @@ func (c *Cluster) startProcess(name string, args []string) error {
 	go func() { _ = cmd.Wait(); logf.Close() }()
 	return nil
 }
+
+func graceSeconds(d time.Duration) int { return max(1, int(d.Round(time.Second)/time.Second)) }
 
 // NodeName is the name of the i-th fake node.
 func NodeName(i int) string { return "kwok-node-" + strconv.Itoa(i) }

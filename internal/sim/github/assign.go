@@ -369,6 +369,9 @@ const (
 	EventAssigned  = "assigned"
 	EventStarted   = "started"
 	EventCompleted = "completed"
+	// EventRunnerLost: the runner running the job stopped talking to GitHub
+	// (Options.RunnerLostTimeout); the job fails.
+	EventRunnerLost = "runner_lost"
 )
 
 // TimelineEvent is one step of a job's life.

@@ -304,6 +304,10 @@ func TestConformance(t *testing.T) {
 		send("GET", "/repos/acme/app/actions/runs?status="+st, inst, "")
 	}
 	send("GET", "/repos/acme/app/actions/runs/"+runID, inst, "")
+	send("GET", "/repos/acme/app/actions/runs?created=>=2000-01-01", pat, "")
+	send("GET", "/orgs/acme/repos?per_page=1", pat, "")
+	send("GET", "/orgs/acme/repos", inst, "")
+	send("GET", "/orgs/nope/repos", pat, "")
 	send("GET", "/repos/acme/app/actions/runs/"+runID+"/jobs", inst, "")
 	send("GET", "/repos/acme/app/actions/runs/999999999", inst, "")
 	send("GET", "/repos/acme/app/actions/jobs/"+itoa(run.Jobs[0].ID), inst, "")

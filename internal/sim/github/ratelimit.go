@@ -122,7 +122,9 @@ func (rl *rateLimiter) limitFor(sub rateSubject) int {
 func (rl *rateLimiter) bucket(sub rateSubject, now time.Time) *primaryBucket {
 	b := rl.primary[sub.key]
 	if b == nil || !now.Before(b.reset) {
-		b = &primaryBucket{limit: rl.limitFor(sub), reset: now.Add(time.Duration(rl.cfg.Window)).Truncate(time.Second)}
+		// Reset is whole epoch seconds (X-RateLimit-Reset): round up, so a window lasts
+		// at least Window.
+		b = &primaryBucket{limit: rl.limitFor(sub), reset: now.Add(time.Duration(rl.cfg.Window) + time.Second - 1).Truncate(time.Second)}
 		rl.primary[sub.key] = b
 	}
 	return b

@@ -42,6 +42,13 @@ func (s *Sim) serveRunner(w http.ResponseWriter, r *http.Request, root string) {
 			e = newError(http.StatusMethodNotAllowed, "Method Not Allowed")
 		case action == "start":
 			e = s.runnerJob(w, rn, id, func(j *job) *apiError { return s.startJobLocked(rn, j) })
+		case action == "renew":
+			e = s.runnerJob(w, rn, id, func(j *job) *apiError {
+				if rn.job != j || j.status != StatusInProgress {
+					return newError(http.StatusConflict, "Job is not running on this runner")
+				}
+				return nil
+			})
 		default:
 			var req runnerapi.CompleteRequest
 			if e = decodeBody(r.Body, &req); e == nil {
@@ -81,6 +88,7 @@ func (s *Sim) runnerAuth(r *http.Request) (*runner, *apiError) {
 	if rn == nil {
 		return nil, newError(http.StatusUnauthorized, msgBadCredentials)
 	}
+	rn.seen = s.now()
 	return rn, nil
 }
 
@@ -176,6 +184,15 @@ func (s *Sim) runnerNextJob(w http.ResponseWriter, r *http.Request, rn *runner) 
 		wait = min(d, runnerapi.MaxWait)
 	}
 	var timer <-chan time.Time
+	s.lock()
+	rn.polls++
+	s.unlock()
+	defer func() {
+		s.lock()
+		rn.polls--
+		rn.seen = s.now()
+		s.unlock()
+	}()
 	for {
 		s.lock()
 		if rn.removed {
@@ -229,4 +246,37 @@ func (s *Sim) runnerJob(w http.ResponseWriter, rn *runner, id int64, f func(*job
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// sweepLostRunners takes offline, every quarter of timeout, the online runners that
+// have not called the runner API for timeout and have no long poll in flight.
+func (s *Sim) sweepLostRunners(timeout time.Duration) {
+	defer close(s.sweepDone)
+	every := max(timeout/4, time.Millisecond)
+	for {
+		t := s.clk.NewTimer(every)
+		select {
+		case <-s.stopSweep:
+			t.Stop()
+			return
+		case <-t.C():
+			s.loseSilentRunners(timeout)
+		}
+	}
+}
+
+// loseSilentRunners is one sweep of sweepLostRunners.
+func (s *Sim) loseSilentRunners(timeout time.Duration) {
+	s.lock()
+	defer s.unlock()
+	now := s.now()
+	for _, rn := range s.st.runners {
+		if !rn.online || rn.polls > 0 || now.Sub(rn.seen) < timeout {
+			continue
+		}
+		if j := rn.job; j != nil && j.status == StatusInProgress {
+			j.events = append(j.events, TimelineEvent{Type: EventRunnerLost, Time: now, RunnerID: rn.id})
+		}
+		s.runnerOfflineLocked(rn)
+	}
 }

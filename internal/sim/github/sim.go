@@ -59,6 +59,14 @@ type Options struct {
 	WebhookClient *http.Client
 	// Faults are the initial fault-injection settings.
 	Faults Faults
+	// RunnerLostTimeout, when positive, makes the simulator notice runners that stopped
+	// talking to it, as GitHub notices a runner whose machine died: an online runner
+	// with no runner-API call and no long poll in flight for this long goes offline; a
+	// job it had started fails (timeline event "runner_lost"), a job only assigned to it
+	// goes back to the queue. A running job is kept alive by POST
+	// /_runner/jobs/{id}/renew (the actions runner renews its job lock every minute;
+	// GitHub gives up after about ten). Zero (the default) never takes a runner offline.
+	RunnerLostTimeout time.Duration
 }
 
 // Sim is the GitHub simulator. It is an http.Handler; all methods are safe for
@@ -81,6 +89,10 @@ type Sim struct {
 
 	lastURL atomic.Pointer[string]
 	routes  *router
+
+	stopSweep chan struct{}
+	sweepDone chan struct{}
+	closeOnce sync.Once
 }
 
 // New returns a simulator configured by opts. Call Close to stop its webhook senders.
@@ -118,11 +130,22 @@ func New(opts Options) *Sim {
 	}
 	s.routes = newRouter(s)
 	s.hooks = newWebhookSender(s, opts)
+	s.stopSweep, s.sweepDone = make(chan struct{}), make(chan struct{})
+	if opts.RunnerLostTimeout > 0 {
+		go s.sweepLostRunners(opts.RunnerLostTimeout)
+	} else {
+		close(s.sweepDone)
+	}
 	return s
 }
 
-// Close stops the webhook senders. Deliveries still queued are dropped.
-func (s *Sim) Close() { s.hooks.close() }
+// Close stops the webhook senders and the lost-runner sweeper. Deliveries still
+// queued are dropped.
+func (s *Sim) Close() {
+	s.closeOnce.Do(func() { close(s.stopSweep) })
+	<-s.sweepDone
+	s.hooks.close()
+}
 
 // ServeHTTP serves the REST API (at the root and under /api/v3), the admin API under
 // /_sim/ and the runner API under /_runner/.

@@ -297,6 +297,10 @@ type runner struct {
 	job        *job // assigned or running job
 	removed    bool
 	notify     chan struct{}
+	// seen is the last time the runner called the runner API; polls counts its long
+	// polls in flight. Both feed Options.RunnerLostTimeout.
+	seen  time.Time
+	polls int
 }
 
 func (r *runner) busy() bool { return r.job != nil }

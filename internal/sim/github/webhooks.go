@@ -245,7 +245,7 @@ func (ws *webhookSender) deliver(d *delivery) {
 		delete(headers, "X-Hub-Signature-256")
 	}
 	if drop {
-		ws.finish(d, 0, "We couldn’t deliver this payload: simulated drop", logged, nil, "", 0)
+		ws.finish(d, 0, DeliveryStatusDropped, logged, nil, "", 0)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ws.timeout)
@@ -291,6 +291,9 @@ func (ws *webhookSender) finish(d *delivery, code int, status string, reqH, resp
 	s.unlock()
 	ws.pending.Add(-1)
 }
+
+// DeliveryStatusDropped is the status of a delivery a webhook_drop fault dropped.
+const DeliveryStatusDropped = "We couldn’t deliver this payload: simulated drop"
 
 // FlushWebhooks waits until every delivery handed to the senders has been attempted
 // (deliveries held back by a delay fault count until they are sent), or ctx ends.

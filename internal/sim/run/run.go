@@ -2,18 +2,16 @@ package run
 
 import (
 	"context"
-
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +22,7 @@ import (
 	"github.com/gantry-dev/gantry/internal/manager"
 	"github.com/gantry-dev/gantry/internal/sim/agent"
 	"github.com/gantry-dev/gantry/internal/sim/cluster"
+	"github.com/gantry-dev/gantry/internal/sim/fault"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 )
 
@@ -31,6 +30,7 @@ const (
 	namespace       = "ci"
 	systemNamespace = "gantry-system"
 	poolName        = "linux"
+	org             = "acme"
 	simToken        = "ghp_gantrysimulatedtoken000000000000000"
 	hookSecret      = "gantry-sim-webhook-secret"
 )
@@ -43,6 +43,8 @@ type Options struct {
 	OutDir string
 	// Gantry is the gantry binary to run as the controller (default: this executable).
 	Gantry string
+	// GantryEnv is added to the controller's environment.
+	GantryEnv []string
 	// Out receives progress and the live view.
 	Out io.Writer
 	// Seed makes Poisson arrivals reproducible.
@@ -51,9 +53,14 @@ type Options struct {
 
 // Run runs a scenario end to end and returns its report (also written to OutDir).
 func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
+	if err := sc.Validate(); err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
 	if opts.Out == nil {
 		opts.Out = io.Discard
 	}
+	// The live view, the fault schedule and the setup all write progress.
+	opts.Out = &syncWriter{w: opts.Out}
 	if opts.Gantry == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -65,12 +72,13 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 		return nil, err
 	}
 	say := func(format string, args ...any) { fmt.Fprintf(opts.Out, format+"\n", args...) }
+	host := hostNow()
 
 	// The cluster.
 	say("Scenario %s: %s", sc.Name, sc.Description)
 	cl, err := cluster.Start(ctx, cluster.Options{
 		BinDir: opts.BinDir, WorkDir: filepath.Join(opts.OutDir, "cluster"),
-		Nodes: sc.Nodes, PodStartDelay: sc.PodStartDelay, Log: opts.Out,
+		Nodes: sc.Nodes, PodStartDelay: sc.PodStartDelay, NodeMonitorGracePeriod: sc.NodeMonitorGracePeriod, Log: opts.Out,
 	})
 	if err != nil {
 		return nil, err
@@ -84,20 +92,23 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	}
 	simURL := "http://" + ln.Addr().String()
 	sim := simgithub.New(simgithub.Options{
-		URL:            simURL,
-		PATs:           []simgithub.PAT{{Token: simToken, Login: "gantry-sim", Scopes: []string{"repo", "admin:org", "manage_runners:org", "admin:org_hook"}}},
-		RateLimits:     sc.RateLimits,
-		WebhookWorkers: 16,
+		URL:               simURL,
+		PATs:              []simgithub.PAT{{Token: simToken, Login: "gantry-sim", Scopes: []string{"repo", "admin:org", "manage_runners:org", "admin:org_hook"}}},
+		RateLimits:        sc.RateLimits,
+		WebhookWorkers:    16,
+		RunnerLostTimeout: sc.RunnerLostTimeout,
 	})
 	defer sim.Close()
 	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer func() { _ = srv.Close() }()
-	if _, err := sim.CreateOrg(simgithub.OrgSpec{Login: "acme"}); err != nil {
+	if _, err := sim.CreateOrg(simgithub.OrgSpec{Login: org}); err != nil {
 		return nil, err
 	}
-	if _, err := sim.CreateRepo(simgithub.RepoSpec{Owner: "acme", Name: "app"}); err != nil {
-		return nil, err
+	for _, name := range repoNames(sc) {
+		if _, err := sim.CreateRepo(simgithub.RepoSpec{Owner: org, Name: name}); err != nil {
+			return nil, err
+		}
 	}
 	say("GitHub simulator on %s", simURL)
 
@@ -107,21 +118,29 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 		return nil, err
 	}
 	webhookAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	if _, err := sim.CreateHook(simgithub.HookSpec{Org: "acme", URL: "http://" + webhookAddr + "/webhook", Secret: hookSecret, Events: []string{"workflow_job"}}); err != nil {
+	if _, err := sim.CreateHook(simgithub.HookSpec{Org: org, URL: "http://" + webhookAddr + "/webhook", Secret: hookSecret, Events: []string{"workflow_job"}}); err != nil {
 		return nil, err
 	}
 	if err := setupNamespaces(ctx, cl.Client, simURL, sc); err != nil {
 		return nil, err
 	}
-	ctrlProc, err := startController(ctx, opts, cl.Kubeconfig, webhookAddr, ports[1], ports[2])
+	ctrl, err := newController(opts, sc, cl.Kubeconfig, webhookAddr, ports[1], ports[2])
 	if err != nil {
 		return nil, err
 	}
-	defer ctrlProc.stop()
-	say("Gantry controller running (pid %d, logs in %s)", ctrlProc.cmd.Process.Pid, ctrlProc.logPath)
+	defer ctrl.stop()
+	pid, err := ctrl.Start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	say("Gantry controller running (pid %d, logs in %s)", pid, ctrl.logPath)
 
-	// Agents, the sampler, the workload.
-	agents, err := agent.New(cl.Config, namespace)
+	// Agents, the sampler, the workload and its faults.
+	var agentOpts agent.Options
+	if sc.RunnerLostTimeout > 0 {
+		agentOpts.RenewEvery = sc.RunnerLostTimeout / 4
+	}
+	agents, err := agent.New(cl.Config, namespace, agentOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -130,31 +149,88 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	go func() { _ = agents.Run(actx); close(agentsDone) }()
 	defer func() { stopAgents(); <-agentsDone }()
 
-	smp := newSampler(cl.Client, sim, ctrlProc.cmd.Process.Pid, opts.Out)
+	rctx, stopRunnerWatch := context.WithCancel(ctx)
+	defer stopRunnerWatch()
+	runners, err := watchRunners(rctx, cl.Config)
+	if err != nil {
+		return nil, err
+	}
+
+	smp := newSampler(runners, sim, ctrl.pid, opts.Out)
 	sctx, stopSampler := context.WithCancel(ctx)
 	samplerDone := make(chan struct{})
 	go func() { smp.run(sctx); close(samplerDone) }()
+	defer func() { stopSampler(); <-samplerDone }()
 
 	start := time.Now()
-	if err := queueWorkload(ctx, sim, sc, opts.Seed); err != nil {
-		stopSampler()
-		<-samplerDone
+	var injections []fault.Injection
+	faultsDone := make(chan struct{})
+	fctx, stopFaults := context.WithCancel(ctx)
+	// On every exit path the schedule stops before the controller does: a restart in
+	// flight must not outlive the run.
+	defer func() { stopFaults(); <-faultsDone }()
+	if sc.Faults != nil {
+		sched := *sc.Faults
+		if sched.Seed == 0 {
+			sched.Seed = int64(opts.Seed) //nolint:gosec // any bit pattern is a fine seed
+		}
+		go func() {
+			defer close(faultsDone)
+			injections = fault.Run(fctx, sched, start, fault.Targets{
+				GitHub: sim, Controller: ctrl, Nodes: simNodes{cl: cl, agents: agents}, Log: opts.Out,
+			})
+		}()
+	} else {
+		close(faultsDone)
+	}
+	queued, err := queueWorkload(ctx, sim, sc, opts.Seed)
+	if err != nil {
 		return nil, err
 	}
-	finished, lastDone := waitJobs(ctx, sim, sc, start.Add(sc.Timeout))
+	finished, lastDone := waitJobs(ctx, sim, len(queued), start.Add(sc.Timeout))
+	// The schedule ends with the workload at the latest; a step still ahead is
+	// reported as not injected.
+	stopFaults()
+	<-faultsDone
+	if ctrl.pid() == 0 {
+		// The run ended while a fault had the controller down: it drains the pool.
+		if _, err := ctrl.Start(ctx); err != nil {
+			return nil, err
+		}
+	}
 	drainStart := time.Now()
-	drained := waitDrained(ctx, cl.Client, sim, drainStart.Add(2*time.Minute))
+	drained := waitDrained(ctx, cl.Client, runners, sim, drainStart.Add(drainTimeout(sc)))
 	drainedAt := time.Now()
 	stopSampler()
 	<-samplerDone
 
-	cpu, peak := ctrlProc.usage()
+	var lostNodePods map[string]int
+	for _, in := range injections {
+		if in.Kind == fault.KindNodeLost && in.Node != "" {
+			if lostNodePods == nil {
+				lostNodePods = map[string]int{}
+			}
+			pods, err := cl.RunnerPodsOn(ctx, in.Node)
+			if err == nil {
+				lostNodePods[in.Node] = len(pods)
+			}
+		}
+	}
+	leftover := leftovers(ctx, cl.Client, sim)
+	cpu := processCPU()
+	stopAgents()
+	<-agentsDone
+	usage := ctrl.stop()
+	if usage.Processes > 0 {
+		cpu["gantry controller"] = round1(usage.CPUSeconds) // every process, killed ones too
+	}
 	rep := buildReport(sc, start, reportInputs{
-		jobs: sim.Jobs(), events: agents.Events(), calls: sim.CallCounts(),
+		jobs: sim.Jobs(), queued: queued, events: agents.Events(), runnersSeen: runners.times(), calls: sim.CallCounts(),
 		samples: smp.samples(), finished: finished, lastJobDone: lastDone,
-		drained: drained, drainedAt: drainedAt, cpuSeconds: cpu, peakRSS: peak,
+		drained: drained, drainedAt: drainedAt, controller: usage,
+		injections: injections, lostNodePods: lostNodePods, leftover: leftover,
+		host: host, hostEnd: hostNow(), cpu: cpu,
 	})
-	rep.Leftover = leftovers(ctx, cl.Client, sim)
 	for _, e := range agents.Errors() {
 		rep.AgentErrors = append(rep.AgentErrors, e.Error())
 	}
@@ -164,10 +240,66 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	return rep, nil
 }
 
+// drainTimeout bounds the wait for the pool to drain: two minutes, plus what the
+// scenario's recovery settings can hold a runner for after its job.
+func drainTimeout(sc Scenario) time.Duration {
+	d := 2 * time.Minute
+	if sc.Faults != nil {
+		grace := sc.PodTerminationGracePeriod
+		if grace == 0 {
+			grace = 30 * time.Second
+		}
+		d += sc.NodeLostTimeout + sc.FailedRunnerRetention + sc.RunnerLostTimeout + sc.UnreachableToleration + sc.NodeMonitorGracePeriod + grace
+	}
+	return d
+}
+
+// repoNames are the repositories of acme the workload needs.
+func repoNames(sc Scenario) []string {
+	if sc.Trace == nil {
+		return []string{"app"}
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, j := range sc.Trace.Jobs {
+		if n := strings.ToLower(j.RepoName()); !seen[n] {
+			seen[n] = true
+			out = append(out, j.RepoName())
+		}
+	}
+	return out
+}
+
 func setupNamespaces(ctx context.Context, c client.Client, simURL string, sc Scenario) error {
 	for _, ns := range []string{namespace, systemNamespace} {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err
+		}
+	}
+	pool := &v1alpha1.RunnerPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: poolName},
+		Spec: v1alpha1.RunnerPoolSpec{
+			GitHub: v1alpha1.GitHubSpec{URL: simURL + "/" + org, CredentialsSecretRef: v1alpha1.SecretReference{Name: "github-creds"}},
+			Labels: sc.poolLabels(), MinIdle: sc.MinIdle, MaxRunners: sc.MaxRunners, RegistrationMode: sc.Mode,
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: v1alpha1.RunnerContainerName, Image: "ghcr.io/actions/actions-runner:latest",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}},
+			}}}},
+		},
+	}
+	if sc.NodeLostTimeout > 0 {
+		pool.Spec.Recovery.NodeLostTimeout = &metav1.Duration{Duration: sc.NodeLostTimeout}
+	}
+	if sc.PodTerminationGracePeriod > 0 {
+		secs := int64(sc.PodTerminationGracePeriod.Seconds())
+		pool.Spec.Template.Spec.TerminationGracePeriodSeconds = &secs
+	}
+	if sc.UnreachableToleration > 0 {
+		secs := int64(sc.UnreachableToleration.Seconds())
+		for _, key := range []string{corev1.TaintNodeUnreachable, corev1.TaintNodeNotReady} {
+			pool.Spec.Template.Spec.Tolerations = append(pool.Spec.Template.Spec.Tolerations, corev1.Toleration{
+				Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &secs,
+			})
 		}
 	}
 	objs := []client.Object{
@@ -175,17 +307,7 @@ func setupNamespaces(ctx context.Context, c client.Client, simURL string, sc Sce
 			Data: map[string][]byte{manager.WebhookSecretKey: []byte(hookSecret)}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "github-creds"},
 			Data: map[string][]byte{"github_token": []byte(simToken)}},
-		&v1alpha1.RunnerPool{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: poolName},
-			Spec: v1alpha1.RunnerPoolSpec{
-				GitHub: v1alpha1.GitHubSpec{URL: simURL + "/acme", CredentialsSecretRef: v1alpha1.SecretReference{Name: "github-creds"}},
-				Labels: []string{"linux", "x64"}, MinIdle: sc.MinIdle, MaxRunners: sc.MaxRunners, RegistrationMode: sc.Mode,
-				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: v1alpha1.RunnerContainerName, Image: "ghcr.io/actions/actions-runner:latest",
-					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}},
-				}}}},
-			},
-		},
+		pool,
 	}
 	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {
@@ -195,111 +317,19 @@ func setupNamespaces(ctx context.Context, c client.Client, simURL string, sc Sce
 	return nil
 }
 
-type controllerProcess struct {
-	cmd     *exec.Cmd
-	logPath string
-	logf    *os.File
-	exited  chan struct{}
+// simNodes loses nodes of the simulated cluster, the runner processes on them first.
+type simNodes struct {
+	cl     *cluster.Cluster
+	agents *agent.Agents
 }
 
-func startController(ctx context.Context, opts Options, kubeconfig, webhookAddr string, metricsPort, probePort int) (*controllerProcess, error) {
-	logPath := filepath.Join(opts.OutDir, "controller.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(opts.Gantry, "controller", //nolint:noctx // stopped by stop(), with its group
-		"--webhook-secret="+systemNamespace+"/gantry-webhook",
-		"--webhook-bind-address="+webhookAddr,
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
-		"--namespaces="+namespace,
-		"--resync-interval=30s",
-	)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("starting %s controller: %w", opts.Gantry, err)
-	}
-	p := &controllerProcess{cmd: cmd, logPath: logPath, logf: logf, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.exited) }()
-	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-p.exited:
-			return nil, fmt.Errorf("the controller exited at start: see %s", logPath)
-		case <-ctx.Done():
-			p.stop()
-			return nil, ctx.Err()
-		default:
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, readyz, nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p, nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	p.stop()
-	return nil, fmt.Errorf("the controller was not ready within 60s: see %s", logPath)
-}
+func (n simNodes) BusiestNode(ctx context.Context) (string, error) { return n.cl.BusiestNode(ctx) }
 
-// usage reads the controller's CPU seconds and peak resident memory from /proc.
-func (p *controllerProcess) usage() (cpuSeconds float64, peakRSS int64) {
-	pid := p.cmd.Process.Pid
-	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		// After the parenthesised command name: utime and stime are fields 14 and 15
-		// of the line, in clock ticks of 1/100 s.
-		s := string(stat)
-		if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 <= len(s) {
-			if f := strings.Fields(s[i+2:]); len(f) > 12 {
-				ut, err1 := strconv.ParseFloat(f[11], 64)
-				st, err2 := strconv.ParseFloat(f[12], 64)
-				if err1 == nil && err2 == nil {
-					cpuSeconds = (ut + st) / 100
-				}
-			}
-		}
-	}
-	return cpuSeconds, procStatusBytes(pid, "VmHWM:")
-}
-
-// procStatusBytes reads a "kB" field of /proc/PID/status, in bytes; 0 if absent.
-func procStatusBytes(pid int, field string) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				return 0
-			}
-			return kb * 1024
-		}
-	}
-	return 0
-}
-
-func (p *controllerProcess) stop() {
-	select {
-	case <-p.exited:
-	default:
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.exited
-		}
-	}
-	p.logf.Close()
+func (n simNodes) LoseNode(ctx context.Context, node, how string) (pods, busy int, err error) {
+	// The machine dies: its runner processes stop talking to GitHub at once.
+	_, busy = n.agents.LoseNode(node)
+	lost, err := n.cl.LoseNode(ctx, node, cluster.NodeLoss(how))
+	return len(lost), busy, err
 }
 
 func freePorts(n int) ([]int, error) {
@@ -321,36 +351,116 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-func queueWorkload(ctx context.Context, sim *simgithub.Sim, sc Scenario, seed uint64) error {
-	tmpl := simgithub.JobSpec{Repo: "acme/app", Labels: []string{"self-hosted", "linux", "x64"}, Duration: simgithub.Duration(sc.JobDuration)}
+// queuedJob is a job the workload queued and the conclusion it asked its runner to
+// report.
+type queuedJob struct {
+	id         int64
+	conclusion string
+}
+
+// queueWorkload queues the scenario's jobs — a burst, Poisson arrivals, or a trace
+// replay — and returns them once the last is queued.
+func queueWorkload(ctx context.Context, sim *simgithub.Sim, sc Scenario, seed uint64) ([]queuedJob, error) {
+	var out []queuedJob
+	add := func(jobs ...simgithub.Job) {
+		for _, j := range jobs {
+			out = append(out, queuedJob{id: j.ID, conclusion: "success"})
+		}
+	}
+	if sc.Trace != nil {
+		return replay(ctx, sim, sc)
+	}
+	tmpl := simgithub.JobSpec{Repo: org + "/app", Labels: sc.jobLabels(), Duration: simgithub.Duration(sc.JobDuration)}
 	for left := sc.Burst; left > 0; {
 		n := min(left, 256) // GitHub's matrix limit
-		if _, err := sim.QueueRun(simgithub.RunSpec{Repo: "acme/app", Workflow: "CI", Matrix: n, Template: tmpl}); err != nil {
-			return fmt.Errorf("queueing the burst: %w", err)
+		run, err := sim.QueueRun(simgithub.RunSpec{Repo: org + "/app", Workflow: "CI", Matrix: n, Template: tmpl})
+		if err != nil {
+			return nil, fmt.Errorf("queueing the burst: %w", err)
 		}
+		add(run.Jobs...)
 		left -= n
 	}
 	if sc.Rate <= 0 || sc.Steady <= 0 {
-		return nil
+		return out, nil
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	end := time.Now().Add(sc.Steady)
-	for time.Now().Before(end) {
-		wait := time.Duration(rng.ExpFloat64() / sc.Rate * float64(time.Second))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
+	next := time.Now()
+	for {
+		next = next.Add(time.Duration(rng.ExpFloat64() / sc.Rate * float64(time.Second)))
+		if next.After(end) {
+			return out, nil
 		}
-		if _, err := sim.QueueJob(tmpl); err != nil {
-			return fmt.Errorf("queueing a job: %w", err)
+		if !sleepUntil(ctx, next) {
+			return nil, ctx.Err()
 		}
+		j, err := sim.QueueJob(tmpl)
+		if err != nil {
+			return nil, fmt.Errorf("queueing a job: %w", err)
+		}
+		add(j)
 	}
-	return nil
 }
 
-// waitJobs waits until every queued job completed, or the deadline.
-func waitJobs(ctx context.Context, sim *simgithub.Sim, sc Scenario, deadline time.Time) (bool, time.Time) {
+// replay queues a trace's jobs at their times, each in its repository of acme and in
+// its run (the first job of a run key creates the run).
+func replay(ctx context.Context, sim *simgithub.Sim, sc Scenario) ([]queuedJob, error) {
+	speed := sc.TraceSpeed
+	if speed <= 0 {
+		speed = 1
+	}
+	start := time.Now()
+	runs := map[string]int64{}
+	var out []queuedJob
+	first := sc.Trace.Jobs[0].At
+	for _, tj := range sc.Trace.Jobs {
+		at := start.Add(time.Duration(float64((tj.At - first).Duration()) / speed))
+		if !sleepUntil(ctx, at) {
+			return nil, ctx.Err()
+		}
+		spec := simgithub.JobSpec{
+			Repo: org + "/" + tj.RepoName(), Labels: tj.Labels, Name: tj.Name, Workflow: tj.Workflow, Branch: tj.Branch,
+			Duration:   simgithub.Duration(time.Duration(float64(tj.Duration.Duration()) / speed)),
+			Conclusion: tj.Conclusion,
+		}
+		key := ""
+		if tj.Run != "" {
+			key = strings.ToLower(tj.RepoName()) + "\x00" + string(tj.Run)
+			spec.RunID = runs[key]
+		}
+		j, err := sim.QueueJob(spec)
+		if err != nil {
+			return nil, fmt.Errorf("replaying a job of %s queued at %.3fs: %w", tj.Repo, float64(tj.At), err)
+		}
+		if key != "" {
+			runs[key] = j.RunID
+		}
+		concl := tj.Conclusion
+		if concl == "" {
+			concl = "success"
+		}
+		out = append(out, queuedJob{id: j.ID, conclusion: concl})
+	}
+	return out, nil
+}
+
+func sleepUntil(ctx context.Context, at time.Time) bool {
+	d := time.Until(at)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// waitJobs waits until every one of the n queued jobs completed, or the deadline.
+func waitJobs(ctx context.Context, sim *simgithub.Sim, n int, deadline time.Time) (bool, time.Time) {
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		jobs := sim.Jobs()
 		done := 0
@@ -363,7 +473,7 @@ func waitJobs(ctx context.Context, sim *simgithub.Sim, sc Scenario, deadline tim
 				}
 			}
 		}
-		if len(jobs) >= sc.Jobs() && done == len(jobs) {
+		if len(jobs) >= n && done == len(jobs) {
 			return true, last
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -371,12 +481,15 @@ func waitJobs(ctx context.Context, sim *simgithub.Sim, sc Scenario, deadline tim
 	return false, time.Time{}
 }
 
-// waitDrained waits until no Runner is left in the cluster nor on GitHub.
-func waitDrained(ctx context.Context, c client.Client, sim *simgithub.Sim, deadline time.Time) bool {
+// waitDrained waits until no Runner is left in the cluster nor on GitHub: watched,
+// then confirmed by a List.
+func waitDrained(ctx context.Context, c client.Client, runners *runnerWatch, sim *simgithub.Sim, deadline time.Time) bool {
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		var rs v1alpha1.RunnerList
-		if err := c.List(ctx, &rs, client.InNamespace(namespace)); err == nil && len(rs.Items) == 0 && len(sim.Runners()) == 0 {
-			return true
+		if len(runners.runners()) == 0 && len(sim.Runners()) == 0 {
+			var rs v1alpha1.RunnerList
+			if err := c.List(ctx, &rs, client.InNamespace(namespace)); err == nil && len(rs.Items) == 0 {
+				return true
+			}
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -401,3 +514,18 @@ func leftovers(ctx context.Context, c client.Client, sim *simgithub.Sim) Leftove
 	lo.GitHubRunners = len(sim.Runners())
 	return lo
 }
+
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// errNotStarted is returned by the controller's Kill when no process runs.
+var errNotStarted = errors.New("no controller process is running")

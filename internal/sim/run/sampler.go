@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
-
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
@@ -25,18 +26,18 @@ type Sample struct {
 }
 
 type sampler struct {
-	c     client.Client
-	sim   *simgithub.Sim
-	pid   int
-	out   io.Writer
-	start time.Time
+	runners *runnerWatch
+	sim     *simgithub.Sim
+	pid     func() int // the controller's, 0 while none runs
+	out     io.Writer
+	start   time.Time
 
 	mu  sync.Mutex
 	all []Sample
 }
 
-func newSampler(c client.Client, sim *simgithub.Sim, pid int, out io.Writer) *sampler {
-	return &sampler{c: c, sim: sim, pid: pid, out: out, start: time.Now()}
+func newSampler(runners *runnerWatch, sim *simgithub.Sim, pid func() int, out io.Writer) *sampler {
+	return &sampler{runners: runners, sim: sim, pid: pid, out: out, start: time.Now()}
 }
 
 func (s *sampler) run(ctx context.Context) {
@@ -69,9 +70,8 @@ func (s *sampler) take(ctx context.Context) Sample {
 			smp.Done++
 		}
 	}
-	var rs v1alpha1.RunnerList
-	if err := s.c.List(ctx, &rs, client.InNamespace(namespace)); err == nil {
-		for _, r := range rs.Items {
+	if s.runners != nil {
+		for _, r := range s.runners.runners() {
 			switch r.Status.Phase {
 			case v1alpha1.RunnerIdle:
 				smp.Idle++
@@ -83,7 +83,9 @@ func (s *sampler) take(ctx context.Context) Sample {
 			}
 		}
 	}
-	smp.RSS = rss(s.pid)
+	if pid := s.pid(); pid > 0 {
+		smp.RSS = rss(pid)
+	}
 	return smp
 }
 
@@ -94,3 +96,21 @@ func (s *sampler) samples() []Sample {
 }
 
 func rss(pid int) int64 { return procStatusBytes(pid, "VmRSS:") }
+
+// procStatusBytes reads a "kB" field of /proc/PID/status, in bytes; 0 if absent.
+func procStatusBytes(pid int, field string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb * 1024
+		}
+	}
+	return 0
+}

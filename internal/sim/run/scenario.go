@@ -4,71 +4,136 @@
 package run
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/sim/fault"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
+	"github.com/gantry-dev/gantry/internal/sim/trace"
 )
 
-// Scenario is a workload and the system it runs on.
+// Scenario is a workload and the system it runs on. The zero value of every optional
+// field keeps the default named in its comment.
 type Scenario struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
+
 	// Burst jobs are queued at once, as matrix runs of at most 256 jobs.
 	Burst int `json:"burst,omitempty"`
 	// Rate jobs per second arrive as a Poisson process for Steady.
 	Rate   float64       `json:"rate,omitempty"`
 	Steady time.Duration `json:"steady,omitempty"`
-	// JobDuration is how long each job runs.
+	// JobDuration is how long each burst or steady job runs.
 	JobDuration time.Duration `json:"job_duration"`
-	// Pool settings.
+	// Trace, when set, is replayed instead of Burst and Steady: each job queued at
+	// its time (divided by TraceSpeed, default 1) in its repository, running for its
+	// duration (divided by TraceSpeed too). TraceFile names where it came from.
+	Trace      *trace.Trace `json:"-"`
+	TraceFile  string       `json:"trace_file,omitempty"`
+	TraceSpeed float64      `json:"trace_speed,omitempty"`
+
+	// Pool settings. Labels default to linux, x64 (a trace's own labels for a replay).
+	Labels     []string                  `json:"labels,omitempty"`
 	MinIdle    int32                     `json:"min_idle"`
 	MaxRunners int32                     `json:"max_runners"`
 	Mode       v1alpha1.RegistrationMode `json:"registration_mode,omitempty"`
+	// NodeLostTimeout is the pool's recovery.nodeLostTimeout (default 5m).
+	NodeLostTimeout time.Duration `json:"node_lost_timeout,omitempty"`
+	// UnreachableToleration is how long runner pods tolerate an unreachable or
+	// not-ready node before they are evicted (default: Kubernetes' 300 s).
+	UnreachableToleration time.Duration `json:"unreachable_toleration,omitempty"`
+	// PodTerminationGracePeriod is the runner pods' terminationGracePeriodSeconds
+	// (default: Kubernetes' 30 s); a pod stuck terminating is force-deleted
+	// NodeLostTimeout after it ends.
+	PodTerminationGracePeriod time.Duration `json:"pod_termination_grace_period,omitempty"`
+
+	// Controller settings: --resync-interval (default 30s) and
+	// --failed-runner-retention (default 10m).
+	ResyncInterval        time.Duration `json:"resync_interval,omitempty"`
+	FailedRunnerRetention time.Duration `json:"failed_runner_retention,omitempty"`
+
 	// Cluster settings.
 	Nodes         int           `json:"nodes"`
 	PodStartDelay time.Duration `json:"pod_start_delay"`
+	// NodeMonitorGracePeriod is how long a node may miss heartbeats before it is
+	// NotReady (default 40s).
+	NodeMonitorGracePeriod time.Duration `json:"node_monitor_grace_period,omitempty"`
+
 	// RateLimits of the GitHub simulator; Disabled is GHES's default.
 	RateLimits simgithub.RateLimits `json:"rate_limits"`
+	// RunnerLostTimeout is how long GitHub lets a runner stay silent before it takes
+	// it offline and fails its running job (0: never; GitHub's own is about ten
+	// minutes). Simulated runners renew their job four times as often.
+	RunnerLostTimeout time.Duration `json:"runner_lost_timeout,omitempty"`
+
+	// Faults is played during the workload, from its start (package fault).
+	Faults *fault.Schedule `json:"faults,omitempty"`
+
 	// Timeout bounds the whole run after the workload starts.
 	Timeout time.Duration `json:"timeout"`
 }
 
 var noLimits = simgithub.RateLimits{Disabled: true}
 
+// FaultsSchedule is the faults scenario's schedule: while jobs arrive steadily, each
+// kind of fault in turn, then the controller killed, then a node lost under busy
+// runners.
+var FaultsSchedule = fault.Schedule{Seed: 1, Steps: []fault.Step{
+	{Name: "webhooks dropped", At: sec(10), For: sec(30), WebhookDrop: &fault.WebhookDrop{Rate: 0.3}},
+	{Name: "runner endpoints answer 503", At: sec(20), For: sec(20), APIErrors: &fault.APIErrors{Rate: 0.3, Status: 503}},
+	{Name: "primary rate limit exhausted", At: sec(45), For: sec(20), RateLimit: &fault.RateLimit{Kind: fault.RateLimitPrimary, Limit: 30}},
+	{Name: "controller SIGKILLed", At: sec(70), For: sec(5), ControllerKill: &fault.ControllerKill{Signal: "KILL"}},
+	{Name: "secondary rate limit", At: sec(85), For: sec(20), RateLimit: &fault.RateLimit{Kind: fault.RateLimitSecondary, PointsPerMinute: 100}},
+	{Name: "node lost", At: sec(100), NodeLost: &fault.NodeLost{How: fault.NodeLossHeartbeat}},
+}}
+
+func sec(s float64) simgithub.Duration { return simgithub.Duration(s * float64(time.Second)) }
+
 // Scenarios are the built-in workloads.
 var Scenarios = map[string]Scenario{
 	"demo": {
 		Name: "demo", Description: "a friendly first run: 40 jobs queued at once, 5 s each, pods start in 1 s",
 		Burst: 40, JobDuration: 5 * time.Second, MaxRunners: 100, Nodes: 4,
-		PodStartDelay: time.Second, RateLimits: noLimits, Timeout: 3 * time.Minute,
+		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 3 * time.Minute,
 	},
 	"burst": {
 		Name: "burst", Description: "a 500-job matrix queued at once, 10 s jobs, pods start in 1 s, rate limits off (as on GHES)",
 		Burst: 500, JobDuration: 10 * time.Second, MaxRunners: 600, Nodes: 10,
-		PodStartDelay: time.Second, RateLimits: noLimits, Timeout: 10 * time.Minute,
+		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
 	},
 	"burst-limited": {
 		Name: "burst-limited", Description: "the burst with github.com's primary and secondary rate limits on",
 		Burst: 500, JobDuration: 10 * time.Second, MaxRunners: 600, Nodes: 10,
-		PodStartDelay: time.Second, RateLimits: simgithub.RateLimits{}, Timeout: 15 * time.Minute,
+		PodStartDelay: time.Second, RateLimits: simgithub.RateLimits{}, RunnerLostTimeout: time.Minute, Timeout: 15 * time.Minute,
 	},
 	"burst-limited-token": {
 		Name: "burst-limited-token", Description: "the burst with github.com's rate limits on, registrationMode RegistrationToken",
 		Burst: 500, JobDuration: 10 * time.Second, MaxRunners: 600, Nodes: 10, Mode: v1alpha1.RegistrationModeRegistrationToken,
-		PodStartDelay: time.Second, RateLimits: simgithub.RateLimits{}, Timeout: 15 * time.Minute,
+		PodStartDelay: time.Second, RateLimits: simgithub.RateLimits{}, RunnerLostTimeout: time.Minute, Timeout: 15 * time.Minute,
 	},
 	"steady": {
 		Name: "steady", Description: "Poisson arrivals, 5 jobs/s for a minute, 20 s jobs",
 		Rate: 5, Steady: time.Minute, JobDuration: 20 * time.Second, MaxRunners: 300, Nodes: 10,
-		PodStartDelay: time.Second, RateLimits: noLimits, Timeout: 10 * time.Minute,
+		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
 	},
 	"scale": {
+		// No runner-lost detection: 5,000 runners renewing their jobs would load the
+		// machine with calls that measure nothing.
 		Name: "scale", Description: "5,000 concurrent runners: 5,000 jobs of 2 minutes queued at once, 0 → 5,000 → 0",
 		Burst: 5000, JobDuration: 2 * time.Minute, MaxRunners: 5000, Nodes: 50,
 		PodStartDelay: time.Second, RateLimits: noLimits, Timeout: 30 * time.Minute,
+	},
+	"faults": {
+		Name: "faults", Description: "a burst of 100, then 2 jobs/s for 150 s (20 s jobs) while webhooks are dropped, runner endpoints fail and are rate limited (primary, then secondary), the controller is SIGKILLed and restarted, and the busiest node is lost",
+		Burst: 100, Rate: 2, Steady: 150 * time.Second, JobDuration: 20 * time.Second, MaxRunners: 300, Nodes: 4,
+		PodStartDelay: time.Second, RateLimits: noLimits, Timeout: 15 * time.Minute,
+		NodeLostTimeout: 15 * time.Second, UnreachableToleration: 5 * time.Second, NodeMonitorGracePeriod: 20 * time.Second,
+		FailedRunnerRetention: 20 * time.Second, RunnerLostTimeout: 30 * time.Second,
+		Faults: &FaultsSchedule,
 	},
 }
 
@@ -86,7 +151,52 @@ func Lookup(name string) (Scenario, error) {
 	return sc, nil
 }
 
-// Jobs is how many jobs the scenario queues (the expected count for steady).
-func (s Scenario) Jobs() int {
-	return s.Burst + int(s.Rate*s.Steady.Seconds())
+// TraceScenario replays a trace at speed (≤ 0: 1) on a pool sized for it: labels the
+// union of the trace's, maxRunners its peak concurrency plus a fifth (at least 10),
+// a node per 100 runners (at least 2).
+func TraceScenario(tr trace.Trace, file string, speed float64) Scenario {
+	if speed <= 0 {
+		speed = 1
+	}
+	peak := tr.PeakConcurrency()
+	maxRunners := max(10, int32(math.Ceil(float64(peak)*1.2)))
+	span := time.Duration(float64(tr.Span()) / speed)
+	return Scenario{
+		Name:        "trace",
+		Description: fmt.Sprintf("replay of %s: %d jobs over %s at %gx, peak %d concurrent", file, len(tr.Jobs), span.Round(time.Second), speed, peak),
+		Trace:       &tr, TraceFile: file, TraceSpeed: speed,
+		Labels: tr.Labels(), MaxRunners: maxRunners, Nodes: max(2, int(maxRunners+99)/100),
+		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute,
+		Timeout: span + 10*time.Minute,
+	}
+}
+
+// Validate checks what a run needs of a scenario.
+func (s Scenario) Validate() error {
+	var errs []error
+	if s.Trace == nil && s.Burst <= 0 && (s.Rate <= 0 || s.Steady <= 0) {
+		errs = append(errs, errors.New("the scenario queues no jobs: set burst, rate and steady, or a trace"))
+	}
+	if s.MaxRunners <= 0 || s.Nodes <= 0 || s.Timeout <= 0 {
+		errs = append(errs, errors.New("max_runners, nodes and timeout must be positive"))
+	}
+	if s.Faults != nil {
+		if err := s.Faults.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// poolLabels are the labels of the scenario's pool.
+func (s Scenario) poolLabels() []string {
+	if len(s.Labels) > 0 {
+		return s.Labels
+	}
+	return []string{"linux", "x64"}
+}
+
+// jobLabels are the runs-on labels of burst and steady jobs.
+func (s Scenario) jobLabels() []string {
+	return append([]string{"self-hosted"}, s.poolLabels()...)
 }

@@ -107,6 +107,14 @@ func (c *Client) StartJob(ctx context.Context, id int64) error {
 	return err
 }
 
+// RenewJob tells the simulator that job id is still running on this runner. With
+// Options.RunnerLostTimeout set, a running job that is not renewed for that long fails
+// as when its runner died.
+func (c *Client) RenewJob(ctx context.Context, id int64) error {
+	_, err := c.do(ctx, http.MethodPost, RenewPath(id), "", struct{}{}, nil)
+	return err
+}
+
 // CompleteJob reports that the runner finished job id with conclusion.
 func (c *Client) CompleteJob(ctx context.Context, id int64, conclusion string) error {
 	_, err := c.do(ctx, http.MethodPost, CompletePath(id), "", CompleteRequest{Conclusion: conclusion}, nil)

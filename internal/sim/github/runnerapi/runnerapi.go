@@ -10,6 +10,7 @@
 //	POST   /_runner/session              come online (idle, ready for a job)
 //	GET    /_runner/jobs/next?wait=30s   long-poll for the job assigned to it (204: none yet)
 //	POST   /_runner/jobs/{id}/start      report the job started (job becomes in_progress)
+//	POST   /_runner/jobs/{id}/renew      keep a running job alive (the runner's job-lock renewal)
 //	POST   /_runner/jobs/{id}/complete   report it finished, body {"conclusion": "success"}
 //	DELETE /_runner/session              go offline
 //
@@ -143,6 +144,9 @@ type CompleteRequest struct {
 // StartPath returns the path that reports job id started.
 func StartPath(id int64) string { return fmt.Sprintf("%s%d/start", pathJobs, id) }
 
+// RenewPath returns the path that renews the lock on running job id.
+func RenewPath(id int64) string { return fmt.Sprintf("%s%d/renew", pathJobs, id) }
+
 // CompletePath returns the path that reports job id completed.
 func CompletePath(id int64) string { return fmt.Sprintf("%s%d/complete", pathJobs, id) }
 
@@ -153,7 +157,7 @@ func ParseJobPath(p string) (id int64, action string, ok bool) {
 		return 0, "", false
 	}
 	idStr, action, found := strings.Cut(rest, "/")
-	if !found || (action != "start" && action != "complete") {
+	if !found || (action != "start" && action != "complete" && action != "renew") {
 		return 0, "", false
 	}
 	var n int64

@@ -39,6 +39,7 @@ func TestParseJobPath(t *testing.T) {
 	}{
 		{"/_runner/jobs/12/start", 12, "start", true},
 		{"/_runner/jobs/12/complete", 12, "complete", true},
+		{"/_runner/jobs/12/renew", 12, "renew", true},
 		{"/_runner/jobs/12/other", 0, "", false},
 		{"/_runner/jobs/x/start", 0, "", false},
 		{"/_runner/jobs/0/start", 0, "", false},
@@ -67,7 +68,7 @@ func FuzzParseJobPath(f *testing.F) {
 	f.Add("/_runner/jobs/1/start")
 	f.Fuzz(func(t *testing.T, p string) {
 		id, action, ok := ParseJobPath(p)
-		if ok && (id <= 0 || (action != "start" && action != "complete")) {
+		if ok && (id <= 0 || (action != "start" && action != "complete" && action != "renew")) {
 			t.Fatalf("ParseJobPath(%q) = %d, %q", p, id, action)
 		}
 	})
