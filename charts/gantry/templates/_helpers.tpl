@@ -1,0 +1,123 @@
+{{/* Names and labels. */}}
+{{- define "gantry.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "gantry.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "gantry.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gantry.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+Common labels. app.kubernetes.io/managed-by is Helm's: the controller's informers only
+look at objects labeled managed-by=gantry, which are the runners' pods and Secrets.
+*/}}
+{{- define "gantry.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "gantry.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | trunc 63 | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: gantry
+{{- end }}
+
+{{- define "gantry.serviceAccountName" -}}
+{{- include "gantry.fullname" . }}
+{{- end }}
+
+{{- define "gantry.image" -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion }}
+{{- if .Values.image.digest }}
+{{- printf "%s:%s@%s" .Values.image.repository $tag .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/* The webhook Secret's name: the existing one, or the one the chart creates. */}}
+{{- define "gantry.webhookSecretName" -}}
+{{- .Values.webhook.secret.existingSecret | default (printf "%s-webhook" (include "gantry.fullname" .)) }}
+{{- end }}
+
+{{/* Leader election is on when asked, and always with more than one replica. */}}
+{{- define "gantry.leaderElect" -}}
+{{- if or .Values.leaderElection.enabled (gt (int .Values.replicas) 1) }}true{{ else }}false{{ end }}
+{{- end }}
+
+{{/* The namespaces the chart creates the GitHub credentials Secret in. */}}
+{{- define "gantry.githubSecretNamespaces" -}}
+{{- $ns := .Values.github.secretNamespaces | default .Values.watchNamespaces | default (list .Release.Namespace) }}
+{{- toJson (uniq $ns) }}
+{{- end }}
+
+{{/*
+RBAC. The rules come from files/role.yaml, a copy of config/rbac/role.yaml, which
+controller-gen generates from the markers in internal/controller/rbac.go (`make generate`
+refreshes the copy; the install tests fail when it is stale). They are split by where
+they are needed:
+
+- gantry.watchRules: every generated rule except the Lease rules. They go into a
+  ClusterRole when every namespace is watched, or into a Role in each watched namespace.
+- gantry.leaderRules: what the controller needs in its own namespace, whatever it
+  watches — the Lease rules (leader election), the events rules (leader election
+  events), and reading the webhook Secret, by name only.
+
+Together they grant exactly the generated rules, never more.
+*/}}
+{{- define "gantry.generatedRules" -}}
+{{- $rules := list }}
+{{- range regexSplit "(?m)^---\\s*$" (.Files.Get "files/role.yaml") -1 }}
+{{- $doc := fromYaml . }}
+{{- if eq (get $doc "kind") "ClusterRole" }}
+{{- $rules = concat $rules (get $doc "rules" | default list) }}
+{{- end }}
+{{- end }}
+{{- if not $rules }}
+{{- fail "files/role.yaml has no ClusterRole rules: run `make generate`" }}
+{{- end }}
+{{- toJson $rules }}
+{{- end }}
+
+{{- define "gantry.watchRules" -}}
+{{- $out := list }}
+{{- range (include "gantry.generatedRules" . | fromJsonArray) }}
+{{- $groups := without .apiGroups "coordination.k8s.io" }}
+{{- if $groups }}
+{{- $out = append $out (merge (dict "apiGroups" $groups) (omit . "apiGroups")) }}
+{{- end }}
+{{- end }}
+{{- toYaml $out }}
+{{- end }}
+
+{{- define "gantry.leaderRules" -}}
+{{- $out := list }}
+{{- $secretVerbs := list }}
+{{- range (include "gantry.generatedRules" . | fromJsonArray) }}
+{{- if has "coordination.k8s.io" .apiGroups }}
+{{- $out = append $out (dict "apiGroups" (list "coordination.k8s.io") "resources" .resources "verbs" .verbs) }}
+{{- end }}
+{{- $others := without .apiGroups "coordination.k8s.io" }}
+{{- if and $others (has "events" .resources) }}
+{{- $out = append $out (dict "apiGroups" $others "resources" (list "events") "verbs" .verbs) }}
+{{- end }}
+{{- if and (has "" .apiGroups) (has "secrets" .resources) (has "get" .verbs) (not .resourceNames) }}
+{{- $secretVerbs = list "get" }}
+{{- end }}
+{{- end }}
+{{- if $secretVerbs }}
+{{- $out = append $out (dict "apiGroups" (list "") "resources" (list "secrets") "resourceNames" (list (include "gantry.webhookSecretName" .)) "verbs" $secretVerbs) }}
+{{- end }}
+{{- toYaml $out }}
+{{- end }}

@@ -1,0 +1,93 @@
+package install
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+)
+
+// TestChartCRDsAreCurrent: charts/gantry/crds holds exactly config/crd/bases, byte for
+// byte. `make generate` refreshes the copies.
+func TestChartCRDsAreCurrent(t *testing.T) {
+	src := filepath.Join(root, "config", "crd", "bases")
+	dst := filepath.Join(root, "charts", "gantry", "crds")
+	list := func(dir string) []string {
+		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, f := range files {
+			names = append(names, filepath.Base(f))
+		}
+		sort.Strings(names)
+		return names
+	}
+	want, got := list(src), list(dst)
+	if len(want) == 0 {
+		t.Fatalf("no CRDs in %s", src)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("charts/gantry/crds holds other files than config/crd/bases: run `make generate` (-want +got):\n%s", diff)
+	}
+	for _, name := range want {
+		a, errA := os.ReadFile(filepath.Join(src, name))
+		b, errB := os.ReadFile(filepath.Join(dst, name))
+		if errA != nil || errB != nil {
+			t.Fatalf("reading %s: %v %v", name, errA, errB)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("charts/gantry/crds/%s differs from config/crd/bases/%s: run `make generate`", name, name)
+		}
+	}
+}
+
+// TestChartReadmeDocumentsEveryValue: each leaf of values.yaml (maps and lists that
+// default to empty count as leaves) appears in the README's values table.
+func TestChartReadmeDocumentsEveryValue(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "charts", "gantry", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(b, &values); err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "charts", "gantry", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		m, ok := v.(map[string]any)
+		// resources and the security contexts are documented as a whole.
+		if !ok || len(m) == 0 || prefix == "resources" || strings.HasSuffix(prefix, "ecurityContext") {
+			keys = append(keys, prefix)
+			return
+		}
+		for k, sub := range m {
+			p := k
+			if prefix != "" {
+				p = prefix + "." + k
+			}
+			walk(p, sub)
+		}
+	}
+	walk("", values)
+	sort.Strings(keys)
+	if len(keys) < 20 {
+		t.Fatalf("values.yaml has only %d keys: the walk is wrong", len(keys))
+	}
+	for _, k := range keys {
+		if !bytes.Contains(readme, []byte("| `"+k+"` |")) {
+			t.Errorf("charts/gantry/README.md's values table has no row for `%s`", k)
+		}
+	}
+}
