@@ -39,7 +39,8 @@ const (
 	ReasonImagePullFailed = "ImagePullFailed"
 	// ReasonUnschedulable: the pod stayed unschedulable for longer than pendingTimeout.
 	ReasonUnschedulable = "Unschedulable"
-	// ReasonEvicted: the pod was evicted or disrupted before it ran a job.
+	// ReasonEvicted: the pod was evicted or disrupted (node pressure, a drain,
+	// preemption), before or while it ran a job.
 	ReasonEvicted = "Evicted"
 	// ReasonNodeLost: the pod stayed terminating longer than nodeLostTimeout (its node is
 	// gone) and was force-deleted.
@@ -49,7 +50,8 @@ const (
 	ReasonRegistrationTimeout = "RegistrationTimeout"
 	// ReasonExitedWithoutJob: the runner container exited non-zero without running a job.
 	ReasonExitedWithoutJob = "ExitedWithoutJob"
-	// ReasonPodDeleted: the runner's pod disappeared before its job finished.
+	// ReasonPodDeleted: the runner's pod was deleted (by a person or another controller)
+	// before the runner ran a job.
 	ReasonPodDeleted = "PodDeleted"
 )
 
@@ -57,6 +59,9 @@ const (
 const (
 	// ReasonRunnerFailures: runners keep failing; creation is backing off.
 	ReasonRunnerFailures = "RunnerFailures"
+	// ReasonPodsRefused: the API server refuses to create runner pods (a ResourceQuota,
+	// a LimitRange, Pod Security admission, an admission webhook).
+	ReasonPodsRefused = "PodsRefused"
 	// ReasonAsExpected: the condition holds its expected value.
 	ReasonAsExpected = "AsExpected"
 )

@@ -94,11 +94,12 @@ type RunnerStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=gantry
-// +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.poolName`
-// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
-// +kubebuilder:printcolumn:name="Job",type=integer,JSONPath=`.status.job.id`
-// +kubebuilder:printcolumn:name="Repository",type=string,JSONPath=`.status.job.repository`,priority=1
-// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
+// +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.poolName`,description="The RunnerPool the runner belongs to"
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Pending, Idle, Busy, Succeeded, Failed or Deleting"
+// +kubebuilder:printcolumn:name="Job",type=integer,JSONPath=`.status.job.id`,description="The id of the workflow job the runner runs"
+// +kubebuilder:printcolumn:name="Repository",type=string,JSONPath=`.status.job.repository`,priority=1,description="The job's repository, OWNER/REPO"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,description="Why the runner failed"
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1,description="What happened and what to check"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Runner struct {
 	metav1.TypeMeta   `json:",inline"`

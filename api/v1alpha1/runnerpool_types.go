@@ -205,6 +205,27 @@ type RunnerPoolStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// recentRepositories are the repositories whose jobs came to this pool in the last
+	// two hours, newest first. Demand is held in the controller's memory; after a restart
+	// or a leader change, resync lists the queued jobs of these repositories, so the jobs
+	// the previous controller knew of are not forgotten.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=100
+	RecentRepositories []RepositoryActivity `json:"recentRepositories,omitempty"`
+}
+
+// RepositoryActivity is a repository whose jobs came to a pool, and when the last did.
+type RepositoryActivity struct {
+	// name is OWNER/REPO.
+	// +required
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+	// lastJobAt is when the pool last saw a job of the repository.
+	// +required
+	LastJobAt metav1.Time `json:"lastJobAt"`
 }
 
 // RunnerPool is a pool of ephemeral, just-in-time GitHub Actions runners: one fresh pod
@@ -212,16 +233,16 @@ type RunnerPoolStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=rp;rpool,categories=gantry
-// +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=`.status.queuedJobs`,description="Jobs waiting for a runner"
-// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredRunners`
-// +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pendingRunners`
-// +kubebuilder:printcolumn:name="Idle",type=integer,JSONPath=`.status.idleRunners`
-// +kubebuilder:printcolumn:name="Busy",type=integer,JSONPath=`.status.busyRunners`
-// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.failedRunners`
-// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxRunners`
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
-// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.github.url`,priority=1
+// +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=`.status.queuedJobs`,description="Jobs routed to the pool that no runner has picked up yet"
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredRunners`,description="Runners the pool wants alive now: busy + queued + minIdle, at most maxRunners"
+// +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pendingRunners`,description="Runners registering or whose pod is starting"
+// +kubebuilder:printcolumn:name="Idle",type=integer,JSONPath=`.status.idleRunners`,description="Runners online and waiting for a job"
+// +kubebuilder:printcolumn:name="Busy",type=integer,JSONPath=`.status.busyRunners`,description="Runners running a job"
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.failedRunners`,description="Failed runners kept visible for a while; not counted against maxRunners"
+// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxRunners`,description="The most runners alive at once (spec.maxRunners)"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Whether the pool's configuration and credentials work"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1,description="The Ready condition's reason"
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.github.url`,priority=1,description="Where the runners register"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RunnerPool struct {
 	metav1.TypeMeta   `json:",inline"`

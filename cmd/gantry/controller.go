@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -24,12 +25,14 @@ func init() { extraCommands = append(extraCommands, newControllerCommand) }
 // variable: --webhook-secret to GANTRY_WEBHOOK_SECRET, and so on.
 type controllerFlags struct {
 	metricsAddr, probeAddr, webhookAddr string
+	webhookAdvertiseAddr                string
 	webhookSecret                       string
 	leaderElect                         bool
 	leaderElectionNamespace             string
 	namespaces                          []string
 	concurrency, runnerConcurrency      int
 	githubTimeout, resyncInterval       time.Duration
+	failedRunnerRetention               time.Duration
 	logFormat, logLevel                 string
 }
 
@@ -52,6 +55,7 @@ name in capitals, dashes as underscores, prefixed with GANTRY_ (GANTRY_LEADER_EL
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint (0 disables)")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fl.StringVar(&f.webhookAddr, "webhook-bind-address", ":9090", "address of GitHub's webhook endpoint, /webhook")
+	fl.StringVar(&f.webhookAdvertiseAddr, "webhook-advertise-address", "", "HOST:PORT where the other replicas reach this one's webhook endpoint, so that a standby forwards deliveries to the leader (default: $POD_IP and the webhook port)")
 	fl.StringVar(&f.webhookSecret, "webhook-secret", "", "NAMESPACE/NAME of the Secret whose webhook_secret key verifies deliveries (required)")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect one active replica (run several for HA)")
 	fl.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's)")
@@ -60,6 +64,7 @@ name in capitals, dashes as underscores, prefixed with GANTRY_ (GANTRY_LEADER_EL
 	fl.IntVar(&f.runnerConcurrency, "runner-concurrency", 64, "runners reconciled at once")
 	fl.DurationVar(&f.githubTimeout, "github-timeout", 30*time.Second, "timeout of each GitHub API request")
 	fl.DurationVar(&f.resyncInterval, "resync-interval", time.Minute, "how often queued jobs are listed from GitHub to recover lost webhooks: the bound on how long a lost delivery can delay a job")
+	fl.DurationVar(&f.failedRunnerRetention, "failed-runner-retention", 10*time.Minute, "how long a Failed Runner stays visible (with its reason) before it is removed and unregistered")
 	fl.StringVar(&f.logFormat, "log-format", "json", "json or text")
 	fl.StringVar(&f.logLevel, "log-level", "info", "info, debug (V(1)) or trace (V(2))")
 	return cmd
@@ -113,6 +118,20 @@ func newLogger(format, level string) (zap.Opts, error) {
 	}, nil
 }
 
+// advertiseAddress is --webhook-advertise-address, or else the pod's IP (POD_IP, from
+// the downward API) with the webhook port; "" when neither is known.
+func advertiseAddress(flag, bind string) string {
+	if flag != "" {
+		return flag
+	}
+	ip := os.Getenv("POD_IP")
+	_, port, err := net.SplitHostPort(bind)
+	if ip == "" || err != nil || port == "" {
+		return ""
+	}
+	return net.JoinHostPort(ip, port)
+}
+
 func parseNamespacedName(s string) (types.NamespacedName, error) {
 	ns, name, ok := strings.Cut(s, "/")
 	if !ok || ns == "" || name == "" {
@@ -144,6 +163,7 @@ func runController(f *controllerFlags) error {
 		ProbeAddr:               f.probeAddr,
 		WebhookAddr:             f.webhookAddr,
 		WebhookSecret:           hookSecret,
+		WebhookAdvertiseAddress: advertiseAddress(f.webhookAdvertiseAddr, f.webhookAddr),
 		LeaderElection:          f.leaderElect,
 		LeaderElectionNamespace: f.leaderElectionNamespace,
 		Namespaces:              f.namespaces,
@@ -151,6 +171,7 @@ func runController(f *controllerFlags) error {
 		RunnerConcurrency:       f.runnerConcurrency,
 		GitHubTimeout:           f.githubTimeout,
 		ResyncInterval:          f.resyncInterval,
+		FailedRunnerRetention:   f.failedRunnerRetention,
 	})
 	if err != nil {
 		return err

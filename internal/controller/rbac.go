@@ -1,14 +1,32 @@
 // Package controller holds Gantry's controllers: runnerpool (how many runners a pool
 // needs) and runner (one ephemeral runner's life). This file declares, as RBAC
-// markers, every permission the controller manager uses; `make generate` turns them
-// into config/rbac/role.yaml.
+// markers, every permission the controller manager uses and no other; `make generate`
+// turns them into config/rbac/role.yaml. test/reliability's TestLeastPrivilege runs the
+// controller bound only to that role and fails if a request is refused or a verb
+// granted here is never used.
+//
+//   - Pools are read through the informer cache (list, watch), never written but for
+//     the drain finalizer (patch) and status (patch).
+//   - Runners are created, deleted, patched (finalizer) and read through the cache; a
+//     fresh read (get) guards against a stale cache before a runner is declared gone.
+//   - The finalizers subresources (update) let the controller set blockOwnerDeletion on
+//     what it owns: a Runner owned by its pool, a pod and a Secret owned by their
+//     Runner (OwnerReferencesPermissionEnforcement admission checks it).
+//   - Pods are watched (their runners' lives follow them), created and deleted, and
+//     read fresh (get) before a runner whose pod vanished is failed.
+//   - Secrets are never cached or listed: a runner's Secret is created, read (get) and
+//     deleted by name, and the credentials and webhook Secrets are read by name.
+//   - Events: events.k8s.io for the controllers' events (patch: an event series); core
+//     events for leader election's. Leases (get, create, update) for leader election;
+//     a standby reads the Lease to forward webhooks to the leader.
 package controller
 
-// +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools;runners,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools/status;runners/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=gantry.dev,resources=runners,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools/status;runners/status,verbs=patch
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools/finalizers;runners/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete;patch
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update

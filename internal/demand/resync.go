@@ -65,3 +65,40 @@ func (t *Tracker) SyncRepo(repo Repo, queued []Job, listedAt time.Time) (added, 
 	}
 	return added, dropped
 }
+
+// PoolRepos returns the repositories of the jobs the Tracker routed to pool and still
+// remembers, each with when it last heard of one of them. The RunnerPool controller
+// keeps them in the pool's status, so that a restarted controller knows which
+// repositories to resync.
+func (t *Tracker) PoolRepos(pool PoolKey) map[Repo]time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[Repo]time.Time{}
+	for _, tj := range t.jobs {
+		if tj.pool != pool {
+			continue
+		}
+		r := repoOf(tj.job)
+		if tj.seenAt.After(out[r]) {
+			out[r] = tj.seenAt
+		}
+	}
+	return out
+}
+
+// MarkRebuilt records that demand was rebuilt from GitHub after a start: resync
+// completed a pass over every pool's repositories. Until then the Tracker knows only
+// what webhooks told it since the start, and pools must not retire runners for lack
+// of demand (a queued job the previous controller knew of may be waiting for them).
+func (t *Tracker) MarkRebuilt() {
+	t.mu.Lock()
+	t.rebuilt = true
+	t.mu.Unlock()
+}
+
+// Rebuilt reports whether MarkRebuilt was called.
+func (t *Tracker) Rebuilt() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.rebuilt
+}

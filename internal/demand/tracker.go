@@ -30,6 +30,7 @@ type trackedJob struct {
 	pool     PoolKey
 	routed   bool
 	queuedAt time.Time // when Gantry first saw it queued
+	seenAt   time.Time // when Gantry last heard of it
 	until    time.Time // forget after
 }
 
@@ -58,6 +59,8 @@ type Tracker struct {
 	notifyRunner func(runnerName string)
 	// pickup receives how long each picked-up job waited, from queued to in_progress.
 	pickup func(pool PoolKey, waited time.Duration)
+	// rebuilt is set once demand was rebuilt from GitHub after a start (MarkRebuilt).
+	rebuilt bool
 }
 
 // NewTracker returns a Tracker routing with router.
@@ -130,7 +133,7 @@ func (t *Tracker) Observe(ev JobEvent) {
 		if tj != nil {
 			break // already queued, started or done: a duplicate or a late delivery
 		}
-		tj = &trackedJob{job: ev.Job, state: stateQueued, queuedAt: now, until: now.Add(QueuedJobTTL)}
+		tj = &trackedJob{job: ev.Job, state: stateQueued, queuedAt: now, seenAt: now, until: now.Add(QueuedJobTTL)}
 		t.jobs[ev.Job.ID] = tj
 		if key, ok := t.router.Route(ev.Job); ok {
 			t.addQueued(tj, key)
@@ -148,10 +151,11 @@ func (t *Tracker) Observe(ev JobEvent) {
 			state = stateDone
 		}
 		if tj == nil {
-			tj = &trackedJob{job: ev.Job, state: state, until: now.Add(tombstoneTTL)}
+			tj = &trackedJob{job: ev.Job, state: state, seenAt: now, until: now.Add(tombstoneTTL)}
 			t.jobs[ev.Job.ID] = tj
 			break
 		}
+		tj.seenAt = now
 		if tj.state == stateQueued {
 			if tj.routed {
 				t.removeQueued(tj)

@@ -27,6 +27,12 @@ const (
 	ResultTooLarge     = "too_large"
 	ResultBadMethod    = "bad_method"
 	ResultOverloaded   = "overloaded"
+	// ResultStandby: a replica that is not the leader, and could not forward the
+	// delivery to the leader, answered 503.
+	ResultStandby = "standby"
+	// ResultForwarded: a standby forwarded the delivery to the leader, which counted
+	// it under its own result.
+	ResultForwarded = "forwarded"
 )
 
 // WebhookDeliveries counts webhook deliveries by result.

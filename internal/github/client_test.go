@@ -81,6 +81,17 @@ func TestGenerateJITConfig(t *testing.T) {
 			wantErrIs: IsAlreadyExists,
 		},
 		{
+			// The simulator's shape: found by the reliability suite, where a JIT call that
+			// timed out had registered the runner and every retry was refused this way.
+			name:      "duplicate name as Validation Failed is AlreadyExists",
+			path:      "acme",
+			route:     "POST /orgs/acme/actions/runners/generate-jitconfig",
+			status:    http.StatusUnprocessableEntity,
+			respond:   map[string]any{"message": "Validation Failed", "errors": []string{"A runner with the name pool-abc already exists."}},
+			wantBody:  map[string]any{"name": "pool-abc", "runner_group_id": float64(3), "labels": []any{"gpu"}, "work_folder": "_work"},
+			wantErrIs: IsAlreadyExists,
+		},
+		{
 			name:     "bad group is an ordinary error",
 			path:     "acme",
 			route:    "POST /orgs/acme/actions/runners/generate-jitconfig",
@@ -379,6 +390,40 @@ func TestRunnerGroupID(t *testing.T) {
 	}
 	if got := len(f.gotCalls()); got != 4 {
 		t.Errorf("after the TTL, %d calls, want 4", got)
+	}
+}
+
+// A burst of runners on a cold cache looks the group up once, not once per runner.
+func TestRunnerGroupIDSharesOneListing(t *testing.T) {
+	f := newFakeGitHub(t)
+	release := make(chan struct{})
+	f.handle("GET /orgs/acme/actions/runner-groups", func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		writeJSON(w, http.StatusOK, map[string]any{"total_count": 1, "runner_groups": []map[string]any{
+			{"id": 1, "name": "Default", "visibility": "all", "default": true},
+		}})
+	})
+	c := newTokenClient(t, "ns/burst", newClock())
+	const n = 20
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			id, err := c.RunnerGroupID(context.Background(), f.scope("acme"), "Default")
+			if err == nil && id != 1 {
+				err = fmt.Errorf("id %d, want 1", id)
+			}
+			errs <- err
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // let every lookup find the cache cold
+	close(release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if got := len(f.gotCalls()); got != 1 {
+		t.Errorf("%d concurrent lookups made %d calls, want 1", n, got)
 	}
 }
 

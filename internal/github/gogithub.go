@@ -81,7 +81,9 @@ type client struct {
 	hosts     map[string]*hostClient // by API base URL
 	regTokens map[Scope]RegistrationToken
 	regFlight singleflight.Group
-	groups    map[Scope]groupCache
+	// groupFlight shares one runner-group listing among concurrent lookups of a scope.
+	groupFlight singleflight.Group
+	groups      map[Scope]groupCache
 }
 
 // hostClient talks to one API host. Its rate-limit state is shared by all scopes there.
@@ -213,7 +215,13 @@ func (c *client) GenerateJITConfig(ctx context.Context, scope Scope, req JITConf
 	}
 	if err != nil {
 		return JITConfig{}, c.classify(err, what, func(er *gh.ErrorResponse) error {
-			if strings.Contains(strings.ToLower(er.Message), "already exists") {
+			// "Already exists - A runner with the name … already exists." or, as
+			// "Validation Failed", the same words in the errors list.
+			alreadyExists := strings.Contains(strings.ToLower(er.Message), "already exists")
+			for _, e := range er.Errors {
+				alreadyExists = alreadyExists || strings.Contains(strings.ToLower(e.Message), "already exists")
+			}
+			if alreadyExists {
 				return NewAlreadyExistsError(what, err)
 			}
 			return nil
@@ -340,6 +348,37 @@ func (c *client) DeleteRunner(ctx context.Context, scope Scope, id int64) error 
 	})
 }
 
+// listRunnerGroups lists a scope's runner groups into the cache: name (lower case) → id.
+func (c *client) listRunnerGroups(ctx context.Context, scope Scope, what string, now time.Time) (map[string]int64, error) {
+	h, err := c.host(scope)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	ids := map[string]int64{}
+	switch scope.Kind {
+	case ScopeOrganization:
+		opts := &gh.ListOrgRunnerGroupOptions{ListOptions: gh.ListOptions{PerPage: perPage}}
+		for g, err := range h.api.Actions.ListOrganizationRunnerGroupsIter(ctx, scope.Owner, opts) {
+			if err != nil {
+				return nil, c.classify(err, what, nil)
+			}
+			ids[strings.ToLower(g.GetName())] = g.GetID()
+		}
+	case ScopeEnterprise:
+		opts := &gh.ListEnterpriseRunnerGroupOptions{ListOptions: gh.ListOptions{PerPage: perPage}}
+		for g, err := range h.api.Enterprise.ListRunnerGroupsIter(ctx, scope.Enterprise, opts) {
+			if err != nil {
+				return nil, c.classify(err, what, nil)
+			}
+			ids[strings.ToLower(g.GetName())] = g.GetID()
+		}
+	}
+	c.mu.Lock()
+	c.groups[scope] = groupCache{ids: ids, fetched: now}
+	c.mu.Unlock()
+	return ids, nil
+}
+
 func (c *client) RunnerGroupID(ctx context.Context, scope Scope, group string) (int64, error) {
 	if scope.Kind == ScopeRepository {
 		return defaultRunnerGroupID, nil
@@ -355,33 +394,12 @@ func (c *client) RunnerGroupID(ctx context.Context, scope Scope, group string) (
 			return id, nil
 		}
 	}
-	h, err := c.host(scope)
+	// A burst asks from many reconciles at once on a cold cache: one listing serves them.
+	v, err, _ := c.groupFlight.Do(scope.String(), func() (any, error) { return c.listRunnerGroups(ctx, scope, what, now) })
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", what, err)
+		return 0, err
 	}
-	ids := map[string]int64{}
-	switch scope.Kind {
-	case ScopeOrganization:
-		opts := &gh.ListOrgRunnerGroupOptions{ListOptions: gh.ListOptions{PerPage: perPage}}
-		for g, err := range h.api.Actions.ListOrganizationRunnerGroupsIter(ctx, scope.Owner, opts) {
-			if err != nil {
-				return 0, c.classify(err, what, nil)
-			}
-			ids[strings.ToLower(g.GetName())] = g.GetID()
-		}
-	case ScopeEnterprise:
-		opts := &gh.ListEnterpriseRunnerGroupOptions{ListOptions: gh.ListOptions{PerPage: perPage}}
-		for g, err := range h.api.Enterprise.ListRunnerGroupsIter(ctx, scope.Enterprise, opts) {
-			if err != nil {
-				return 0, c.classify(err, what, nil)
-			}
-			ids[strings.ToLower(g.GetName())] = g.GetID()
-		}
-	}
-	c.mu.Lock()
-	c.groups[scope] = groupCache{ids: ids, fetched: now}
-	c.mu.Unlock()
-	id, ok := ids[key]
+	id, ok := v.(map[string]int64)[key]
 	if !ok {
 		return 0, NewNotFoundError(what+": no such runner group", nil)
 	}

@@ -54,6 +54,10 @@ type Options struct {
 	// WebhookSecret names the Secret holding webhook_secret (and, while rotating,
 	// webhook_secret_previous).
 	WebhookSecret types.NamespacedName
+	// WebhookAdvertiseAddress is host:port where the other replicas reach this one's
+	// webhook endpoint. With leader election, the leader publishes it on its Lease and
+	// a standby forwards the deliveries it gets to it; empty, a standby answers 503.
+	WebhookAdvertiseAddress string
 	// LeaderElection, with LeaderElectionNamespace, lets several replicas run with one
 	// active.
 	LeaderElection          bool
@@ -146,15 +150,20 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
 		}
 	}
+	leaderLabels, leaseNamespace, err := leaderElectionLabels(opts)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                        Scheme(),
 		Cache:                         cacheOpts,
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:        opts.ProbeAddr,
 		LeaderElection:                opts.LeaderElection,
-		LeaderElectionID:              "gantry-controller.gantry.dev",
+		LeaderElectionID:              leaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaderElectionLabels:          leaderLabels,
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.SeveralPerProcess)},
 	})
 	if err != nil {
@@ -196,7 +205,15 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listening for webhooks on %s: %w", opts.WebhookAddr, err)
 	}
-	if err := mgr.Add(&webhookServer{handler: hook, listener: ln, tracker: tracker}); err != nil {
+	ws := &webhookServer{handler: hook, listener: ln, tracker: tracker, self: opts.WebhookAdvertiseAddress, led: make(chan struct{})}
+	if opts.LeaderElection && leaderLabels != nil {
+		ws.lease = &leaseEndpoint{reader: mgr.GetAPIReader(), clock: clk,
+			key: types.NamespacedName{Namespace: leaseNamespace, Name: leaderElectionID}}
+	}
+	if err := mgr.Add(ws); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(&webhookLeader{server: ws}); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -211,54 +228,6 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		return nil, err
 	}
 	return &Gantry{Manager: mgr, Tracker: tracker, Webhook: hook, WebhookListener: ln}, nil
-}
-
-// webhookServer serves GitHub's webhooks on the leader: the Tracker that the deliveries
-// feed lives in the leader's memory.
-type webhookServer struct {
-	handler  *demand.WebhookHandler
-	listener net.Listener
-	tracker  *demand.Tracker
-}
-
-func (w *webhookServer) NeedLeaderElection() bool { return true }
-
-func (w *webhookServer) Start(ctx context.Context) error {
-	mux := http.NewServeMux()
-	mux.Handle("/webhook", w.handler)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); w.handler.Run(stop) }()
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(time.Minute)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				w.tracker.Prune()
-			}
-		}
-	}()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(w.listener) }()
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		close(stop)
-		wg.Wait()
-		return err
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := srv.Shutdown(shutdown)
-	close(stop)
-	wg.Wait()
-	return err
 }
 
 // webhookSecrets reads the webhook Secret, at most once per ttl.

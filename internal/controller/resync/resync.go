@@ -64,8 +64,13 @@ type Resync struct {
 // NeedLeaderElection: the Tracker it corrects lives in the leader.
 func (r *Resync) NeedLeaderElection() bool { return true }
 
-// Start polls every Interval until ctx ends.
+// Start runs a pass at once — after a start or a leader change the Tracker is empty,
+// and the pools keep their runners until it is rebuilt (Tracker.MarkRebuilt) — and
+// then every Interval until ctx ends.
 func (r *Resync) Start(ctx context.Context) error {
+	if r.Once(ctx) {
+		r.Tracker.MarkRebuilt()
+	}
 	for {
 		t := r.Clock.NewTimer(r.Interval)
 		select {
@@ -73,7 +78,9 @@ func (r *Resync) Start(ctx context.Context) error {
 			t.Stop()
 			return nil
 		case <-t.C():
-			r.Once(ctx)
+			if r.Once(ctx) && !r.Tracker.Rebuilt() {
+				r.Tracker.MarkRebuilt()
+			}
 		}
 	}
 }
@@ -83,13 +90,14 @@ type target struct {
 	repo        demand.Repo
 }
 
-// Once runs one resync pass.
-func (r *Resync) Once(ctx context.Context) {
+// Once runs one resync pass. It reports whether the pass went over every pool: false
+// when the pools could not be listed or GitHub rate-limited the pass.
+func (r *Resync) Once(ctx context.Context) bool {
 	logger := log.FromContext(ctx).WithName("resync")
 	var pools v1alpha1.RunnerPoolList
 	if err := r.Client.List(ctx, &pools); err != nil {
 		logger.Error(err, "Listing pools for resync")
-		return
+		return false
 	}
 	active := r.Tracker.ActiveRepos()
 	done := map[target]struct{}{}
@@ -111,7 +119,7 @@ func (r *Resync) Once(ctx context.Context) {
 				logger.V(1).Info("Resync could not read the App's delivery log", "credentials", creds.String(), "error", err.Error())
 			}
 		}
-		for _, repo := range reposOf(sc, active) {
+		for _, repo := range reposOf(sc, active, pool.Status.RecentRepositories) {
 			tg := target{credentials: creds, repo: repo}
 			if _, ok := done[tg]; ok {
 				continue
@@ -125,23 +133,36 @@ func (r *Resync) Once(ctx context.Context) {
 				errorsTotal.WithLabelValues(kind).Inc()
 				logger.V(1).Info("Resync could not list queued jobs", "repository", repo.Owner+"/"+repo.Name, "error", err.Error())
 				if github.IsRateLimited(err) {
-					return // the credential is blocked; the next pass will try again
+					return false // the credential is blocked; the next pass will try again
 				}
 			}
 		}
 	}
+	return true
 }
 
-// reposOf is the repositories to poll for a pool's scope.
-func reposOf(sc github.Scope, active []demand.Repo) []demand.Repo {
+// reposOf is the repositories to poll for a pool's scope: for an organization pool,
+// those the Tracker saw jobs of and those the pool's status remembers (the previous
+// controller's, after a restart or a leader change).
+func reposOf(sc github.Scope, active []demand.Repo, recent []v1alpha1.RepositoryActivity) []demand.Repo {
 	host := strings.ToLower(sc.Host)
 	switch sc.Kind {
 	case github.ScopeRepository:
 		return []demand.Repo{{Host: host, Owner: strings.ToLower(sc.Owner), Name: strings.ToLower(sc.Repo)}}
 	case github.ScopeOrganization:
 		var out []demand.Repo
+		seen := map[demand.Repo]bool{}
 		for _, r := range active {
-			if r.Host == host && strings.EqualFold(r.Owner, sc.Owner) {
+			if r.Host == host && strings.EqualFold(r.Owner, sc.Owner) && !seen[r] {
+				seen[r] = true
+				out = append(out, r)
+			}
+		}
+		for _, ra := range recent {
+			owner, name, ok := strings.Cut(strings.ToLower(ra.Name), "/")
+			r := demand.Repo{Host: host, Owner: owner, Name: name}
+			if ok && strings.EqualFold(owner, sc.Owner) && !seen[r] {
+				seen[r] = true
 				out = append(out, r)
 			}
 		}

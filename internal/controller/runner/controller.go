@@ -125,6 +125,11 @@ func (r *Reconciler) expireFailed(ctx context.Context, s *scope) (reconcile.Resu
 		if res.RequeueAfter, err = r.reapStuckPod(ctx, pod, s.pool.Spec.Recovery.NodeLostTimeoutOrDefault()); err != nil {
 			return reconcile.Result{}, err
 		}
+		if res.RequeueAfter > 0 {
+			// Keep the Runner until its pod is gone: removed now, it would leave a pod
+			// stuck terminating on a lost node with nothing left to force-delete it.
+			return res, nil
+		}
 	}
 	failedAt := s.runner.CreationTimestamp.Time
 	for _, c := range s.runner.Status.Conditions {

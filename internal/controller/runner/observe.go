@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,7 +49,7 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (reconcile.Result, b
 			// The job was cut off with its node; GitHub fails it after its own timeout.
 			return r.fail(ctx, s, v1alpha1.ReasonNodeLost, fmt.Sprintf("node %s was lost while the runner ran job %d; its pod was force-deleted", pod.Spec.NodeName, s.runner.Status.Job.ID))
 		}
-		return r.fail(ctx, s, v1alpha1.ReasonNodeLost, fmt.Sprintf("node %s was lost; the runner's pod was stuck terminating for %s and was force-deleted", pod.Spec.NodeName, rec.NodeLostTimeoutOrDefault()))
+		return r.fail(ctx, s, v1alpha1.ReasonNodeLost, fmt.Sprintf("node %s was lost; the runner's pod was stuck terminating for %s and was force-deleted", pod.Spec.NodeName, humanDuration(rec.NodeLostTimeoutOrDefault())))
 	}
 
 	switch pod.Status.Phase {
@@ -83,7 +84,7 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (reconcile.Result, b
 		case "ErrImagePull", "ImagePullBackOff":
 			left := rec.ImagePullGracePeriodOrDefault() - now.Sub(pod.CreationTimestamp.Time)
 			if left <= 0 {
-				return r.fail(ctx, s, v1alpha1.ReasonImagePullFailed, fmt.Sprintf("the runner image could not be pulled for %s: %s", rec.ImagePullGracePeriodOrDefault(), w.Message))
+				return r.fail(ctx, s, v1alpha1.ReasonImagePullFailed, fmt.Sprintf("the runner image could not be pulled for %s: %s", humanDuration(rec.ImagePullGracePeriodOrDefault()), w.Message))
 			}
 			return reconcile.Result{RequeueAfter: left}, false, nil
 		}
@@ -91,7 +92,7 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (reconcile.Result, b
 	if c := podCondition(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
 		left := rec.PendingTimeoutOrDefault() - now.Sub(c.LastTransitionTime.Time)
 		if left <= 0 {
-			return r.fail(ctx, s, v1alpha1.ReasonUnschedulable, fmt.Sprintf("the runner pod could not be scheduled for %s: %s", rec.PendingTimeoutOrDefault(), c.Message))
+			return r.fail(ctx, s, v1alpha1.ReasonUnschedulable, fmt.Sprintf("the runner pod could not be scheduled for %s: %s", humanDuration(rec.PendingTimeoutOrDefault()), c.Message))
 		}
 		return reconcile.Result{RequeueAfter: left}, false, nil
 	}
@@ -125,7 +126,7 @@ func (r *Reconciler) checkOnline(ctx context.Context, s *scope, since time.Time)
 		return reconcile.Result{}, true, nil
 	}
 	return r.fail(ctx, s, v1alpha1.ReasonRegistrationTimeout, fmt.Sprintf(
-		"the runner pod ran for %s but the runner never came online on GitHub; check the runner container's logs and its network access to GitHub", timeout))
+		"the runner pod ran for %s but the runner never came online on GitHub; check the runner container's logs and its network access to GitHub", humanDuration(timeout)))
 }
 
 // fail ends a runner that cannot recover: phase Failed with a reason and a message, a
@@ -143,7 +144,9 @@ func (r *Reconciler) fail(ctx context.Context, s *scope, reason, message string)
 	})
 	r.Events.Eventf(s.runner, s.pool, corev1.EventTypeWarning, reason, "Fail", "%s", message)
 	runnerFailures.WithLabelValues(s.runner.Namespace, s.pool.Name, reason).Inc()
-	r.Failures.RecordFailure(s.poolKey(), reason, message)
+	if !disrupted(reason, s.pod) {
+		r.Failures.RecordFailure(s.poolKey(), reason, message)
+	}
 	if s.pod != nil && s.pod.DeletionTimestamp == nil {
 		if err := r.Client.Delete(ctx, s.pod); err != nil && !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, false, fmt.Errorf("deleting the failed runner's pod: %w", err)
@@ -191,6 +194,27 @@ func (r *Reconciler) complete(ctx context.Context, s *scope) (reconcile.Result, 
 	}
 	s.before = s.runner.DeepCopy()
 	return reconcile.Result{}, false, ctrl.IgnoreNotFound(r.Client.Delete(ctx, s.runner))
+}
+
+// disrupted reports whether a failure was the cluster's doing rather than the pool's:
+// a lost node, or an eviction through the Eviction API (a drain), by preemption or by
+// the taint manager. Those say nothing about the pool's template, so they do not count
+// toward its failure backoff — a drain of ten nodes must not stop the pool creating
+// runners for ten minutes. A kubelet's node-pressure eviction still counts: the
+// template's requests may be what is wrong.
+func disrupted(reason string, pod *corev1.Pod) bool {
+	switch reason {
+	case v1alpha1.ReasonNodeLost:
+		return true
+	case v1alpha1.ReasonEvicted:
+		if pod == nil {
+			return false
+		}
+		c := podCondition(pod, corev1.DisruptionTarget)
+		return c != nil && c.Status == corev1.ConditionTrue &&
+			(c.Reason == "EvictionByEvictionAPI" || c.Reason == "PreemptionByScheduler" || c.Reason == "DeletionByTaintManager")
+	}
+	return false
 }
 
 func isEvicted(pod *corev1.Pod) bool {
@@ -241,4 +265,17 @@ func podCondition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodConditi
 		}
 	}
 	return nil
+}
+
+// humanDuration writes a duration as a person would in a message: "2m", "1h", "1h30m"
+// rather than time.Duration's "2m0s", "1h0m0s", "1h30m0s".
+func humanDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

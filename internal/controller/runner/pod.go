@@ -8,7 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -37,6 +40,7 @@ func (r *Reconciler) ensurePod(ctx context.Context, s *scope) (reconcile.Result,
 	case err == nil:
 		s.pod = pod
 		s.runner.Status.PodName = pod.Name
+		podCreated(s)
 		return reconcile.Result{}, true, nil
 	case !apierrors.IsNotFound(err):
 		return reconcile.Result{}, false, fmt.Errorf("reading runner pod: %w", err)
@@ -68,11 +72,34 @@ func (r *Reconciler) ensurePod(ctx context.Context, s *scope) (reconcile.Result,
 	// The name is the Runner's, so the API server itself refuses a second pod: a create
 	// on a stale cache fails with AlreadyExists and nothing is duplicated.
 	if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+			// Refused, not failed: a quota, a LimitRange or an admission policy says no
+			// until someone changes it. Say so (the pool turns Degraded) and ask again
+			// at a steady pace rather than with a backoff that grows to many minutes.
+			meta.SetStatusCondition(&s.runner.Status.Conditions, metav1.Condition{
+				Type: ConditionPodRefused, Status: metav1.ConditionTrue, Reason: "Refused",
+				Message: err.Error(), ObservedGeneration: s.runner.Generation,
+			})
+			s.runner.Status.Message = "the API server refuses the runner pod: " + err.Error()
+			return reconcile.Result{RequeueAfter: podRefusedRetry}, false, nil
+		}
 		return reconcile.Result{}, false, fmt.Errorf("creating runner pod: %w", err)
 	}
 	s.runner.Status.PodName = pod.Name
+	podCreated(s)
 	// The pod watch brings the runner back when the pod changes.
 	return reconcile.Result{}, false, nil
+}
+
+// podCreated clears what a refused pod left in the runner's status.
+func podCreated(s *scope) {
+	if meta.FindStatusCondition(s.runner.Status.Conditions, ConditionPodRefused) == nil {
+		return
+	}
+	meta.RemoveStatusCondition(&s.runner.Status.Conditions, ConditionPodRefused)
+	if strings.HasPrefix(s.runner.Status.Message, "the API server refuses the runner pod") {
+		s.runner.Status.Message = ""
+	}
 }
 
 // buildPod is the runner's pod: the pool's template, the Runner's name and labels, and
@@ -91,6 +118,7 @@ func buildPod(runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) *corev1.Pod {
 	pod.Labels[v1alpha1.LabelRunner] = runner.Name
 	// One job, then the pod is done: never restart the runner in place.
 	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	applySecurityDefaults(&pod.Spec)
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		if c.Name != v1alpha1.RunnerContainerName {
@@ -103,6 +131,44 @@ func buildPod(runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) *corev1.Pod {
 		c.Env = append(c.Env, secretEnv(EnvJITConfig, runner.Name, JITConfigKey))
 	}
 	return pod
+}
+
+// RunnerUID is the user the official runner image (ghcr.io/actions/actions-runner)
+// runs as: "runner", uid 1001. Pods get it by default because the kubelet can only
+// verify runAsNonRoot for a numeric user, and the image names its user.
+const RunnerUID = 1001
+
+// applySecurityDefaults gives a pod whose template says nothing about security the
+// restricted Pod Security profile: not root (uid RunnerUID), no privilege escalation,
+// no capabilities, the runtime's default seccomp profile. A template that sets any
+// securityContext — the pod's, or any container's or init container's, as a
+// docker-in-docker sidecar must (privileged: true) — has taken charge of its security
+// and is left exactly as written: defaults mixed into it would break it (a pod-wide
+// runAsNonRoot stops a root sidecar from starting).
+func applySecurityDefaults(spec *corev1.PodSpec) {
+	if spec.SecurityContext != nil {
+		return
+	}
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			if cs[i].SecurityContext != nil {
+				return
+			}
+		}
+	}
+	spec.SecurityContext = &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		RunAsUser:      ptr.To[int64](RunnerUID),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			cs[i].SecurityContext = &corev1.SecurityContext{
+				AllowPrivilegeEscalation: ptr.To(false),
+				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			}
+		}
+	}
 }
 
 // Environment of the runner container in registrationMode RegistrationToken: what

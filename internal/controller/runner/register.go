@@ -170,7 +170,8 @@ func (r *Reconciler) removeStaleRegistration(ctx context.Context, gh github.Clie
 }
 
 // waitOn turns an error from GitHub or the pool's configuration into a wait: a
-// configuration problem is written to status.message and waits for the pool to change;
+// configuration problem (including credentials GitHub refuses and a runner group or
+// scope GitHub does not know) is written to status.message and looked at again later;
 // a rate limit waits exactly as long as GitHub asks; anything else is retried with the
 // controller's backoff.
 func (r *Reconciler) waitOn(s *scope, err error) (reconcile.Result, bool, error) {
@@ -184,6 +185,11 @@ func (r *Reconciler) waitOn(s *scope, err error) (reconcile.Result, bool, error)
 		return reconcile.Result{RequeueAfter: github.RetryAfter(err)}, false, nil
 	case github.IsUnauthorized(err):
 		s.runner.Status.Message = "GitHub refused the pool's credentials: " + err.Error()
+		return reconcile.Result{RequeueAfter: configRetry}, false, nil
+	case github.IsNotFound(err):
+		// A runner group that does not exist, or a scope the credentials cannot see:
+		// only the pool's owner can fix it, so say what is missing and look again later.
+		s.runner.Status.Message = "check the pool's github.url and github.runnerGroup: " + err.Error()
 		return reconcile.Result{RequeueAfter: configRetry}, false, nil
 	}
 	return reconcile.Result{}, false, err

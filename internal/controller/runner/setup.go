@@ -2,7 +2,9 @@ package runner
 
 import (
 	"context"
+	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -38,6 +40,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Complete(r)
 }
 
+// maxRetryDelay caps the backoff of a runner whose reconcile keeps failing (GitHub
+// answering 5xx or timing out, the API server unreachable): controller-runtime's
+// default grows to 16m40s, so a runner could wait that long after GitHub recovered.
+// Capped, every waiting runner tries again within 30 s of the recovery — at most two
+// calls a minute per waiting runner while GitHub is down — and the bucket still holds
+// the retries of all runners together to 10 a second.
+const maxRetryDelay = 30 * time.Second
+
 func controllerOptions(concurrency int) controller.Options {
-	return controller.Options{MaxConcurrentReconciles: max(1, concurrency)}
+	return controller.Options{
+		MaxConcurrentReconciles: max(1, concurrency),
+		RateLimiter: workqueue.NewTypedMaxOfRateLimiter(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
+			&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+		),
+	}
 }

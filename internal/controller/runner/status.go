@@ -14,6 +14,9 @@ const (
 	ConditionOnline = "Online"
 	// ConditionFailed is True when the runner failed; its reason is status.reason.
 	ConditionFailed = "Failed"
+	// ConditionPodRefused is True while the API server refuses to create the runner's
+	// pod; its message is the API server's. It is removed once the pod exists.
+	ConditionPodRefused = "PodRefused"
 )
 
 const (
@@ -21,6 +24,8 @@ const (
 	configRetry = 30 * time.Second
 	// busyRetry is how often a deleted runner that GitHub says is busy is asked about again.
 	busyRetry = 15 * time.Second
+	// podRefusedRetry is how often a pod the API server refused is created again.
+	podRefusedRetry = 10 * time.Second
 )
 
 func equalStatus(a, b v1alpha1.RunnerStatus) bool { return equality.Semantic.DeepEqual(a, b) }

@@ -5,6 +5,7 @@
 //	controller.go  Reconcile: get, finalizer, route, count, scale, status
 //	scale.go       desired count, creation with expectations, victim choice
 //	status.go      counts and conditions
+//	events.go      Warning and Normal events when the pool degrades and recovers
 //	metrics.go     per-pool gauges and the pickup latency histogram
 package runnerpool
 
@@ -83,15 +84,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	st.demand = r.Tracker.Demand(req.NamespacedName)
 	st.failures = r.Failures.Get(req.NamespacedName)
 	st.desired = desired(pool.Spec, st.busy, st.demand.Queued)
+	st.rebuilt = r.Tracker.Rebuilt()
+	st.recent = recentRepositories(pool.Status.RecentRepositories, r.Tracker.PoolRepos(req.NamespacedName), r.Clock.Now())
 
 	res, scaleErr := r.scale(ctx, st)
 	setStatus(st, r.Clock.Now(), r.FailureThreshold)
+	r.recordEvents(before, pool)
 	recordMetrics(st)
 	if err := r.Client.Status().Patch(ctx, pool, client.MergeFrom(before)); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	if st.configErr != nil && (res.RequeueAfter == 0 || res.RequeueAfter > configRecheck) {
+		// Credentials Secrets are not watched: look again, so that a Secret created or
+		// fixed makes the pool Ready even while no job asks for a runner.
+		res.RequeueAfter = configRecheck
+	}
 	return res, scaleErr
 }
+
+// configRecheck is how often a pool whose configuration is broken is checked again.
+const configRecheck = 30 * time.Second
 
 // checkConfig says what the pool's owner must fix before runners can be created, or nil.
 func (r *Reconciler) checkConfig(ctx context.Context, pool *v1alpha1.RunnerPool) error {

@@ -4,8 +4,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/demand"
 )
 
@@ -18,6 +20,10 @@ var (
 		Name: "gantry_pool_queued_jobs",
 		Help: "Jobs routed to a pool and not yet picked up.",
 	}, []string{"namespace", "pool"})
+	poolDegraded = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gantry_pool_degraded",
+		Help: "1 while a pool's Degraded condition is True (bad configuration, or runners failing in a row), else 0. The condition's reason says why.",
+	}, []string{"namespace", "pool"})
 	jobPickup = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gantry_job_pickup_seconds",
 		Help:    "Time from a job being seen queued to a runner picking it up.",
@@ -25,7 +31,7 @@ var (
 	}, []string{"namespace", "pool"})
 )
 
-func init() { metrics.Registry.MustRegister(poolRunners, poolQueuedJobs, jobPickup) }
+func init() { metrics.Registry.MustRegister(poolRunners, poolQueuedJobs, poolDegraded, jobPickup) }
 
 func recordMetrics(s *state) {
 	ns, name := s.pool.Namespace, s.pool.Name
@@ -37,11 +43,17 @@ func recordMetrics(s *state) {
 		poolRunners.WithLabelValues(ns, name, state).Set(float64(v))
 	}
 	poolQueuedJobs.WithLabelValues(ns, name).Set(float64(st.QueuedJobs))
+	degraded := 0.0
+	if meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionDegraded) {
+		degraded = 1
+	}
+	poolDegraded.WithLabelValues(ns, name).Set(degraded)
 }
 
 func forgetMetrics(key demand.PoolKey) {
 	poolRunners.DeletePartialMatch(prometheus.Labels{"namespace": key.Namespace, "pool": key.Name})
 	poolQueuedJobs.DeleteLabelValues(key.Namespace, key.Name)
+	poolDegraded.DeleteLabelValues(key.Namespace, key.Name)
 	jobPickup.DeleteLabelValues(key.Namespace, key.Name)
 }
 

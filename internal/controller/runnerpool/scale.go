@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/demand"
 )
 
@@ -31,6 +33,10 @@ type state struct {
 	runners []v1alpha1.Runner
 
 	pending, idle, busy, failed int
+	// refused counts pending runners whose pod the API server refuses; refusal is the
+	// API server's last word on one of them.
+	refused int
+	refusal string
 	// expected counts runners created but not yet seen in the cache.
 	expected int
 	demand   demand.Demand
@@ -41,6 +47,11 @@ type state struct {
 	created   int
 	retired   int
 	backoff   time.Time
+	// rebuilt: the Tracker's demand was rebuilt from GitHub since the start; until then
+	// no runner is retired.
+	rebuilt bool
+	// recent is status.recentRepositories.
+	recent []v1alpha1.RepositoryActivity
 }
 
 // configBroken reports whether the pool's configuration keeps runners from being created.
@@ -78,14 +89,19 @@ func (s *state) count(t *demand.Tracker, expected int) {
 			s.idle++
 		default:
 			s.pending++
+			if c := meta.FindStatusCondition(rn.Status.Conditions, runner.ConditionPodRefused); c != nil && c.Status == metav1.ConditionTrue {
+				s.refused++
+				s.refusal = c.Message
+			}
 		}
 	}
 }
 
 // scale creates or retires runners toward the desired count. Contract: never more than
 // maxRunners alive (failed runners excluded), nothing created while the configuration
-// is broken or the pool is backing off after repeated failures, and only idle or
-// never-registered runners retired — never a busy one.
+// is broken or the pool is backing off after repeated failures, nothing retired before
+// the demand was rebuilt after a start, and only idle or never-registered runners
+// retired — never a busy one.
 func (r *Reconciler) scale(ctx context.Context, s *state) (reconcile.Result, error) {
 	key := types.NamespacedName{Namespace: s.pool.Namespace, Name: s.pool.Name}
 	switch diff := s.desired - s.active(); {
@@ -108,6 +124,12 @@ func (r *Reconciler) scale(ctx context.Context, s *state) (reconcile.Result, err
 			return reconcile.Result{RequeueAfter: 10 * time.Millisecond}, nil
 		}
 	case diff < 0:
+		if !s.rebuilt {
+			// Just started or just elected: demand the previous controller held is not
+			// known yet, and these runners may be there for it. Resync's first pass,
+			// run at once, rebuilds it.
+			return reconcile.Result{RequeueAfter: time.Second}, nil
+		}
 		for _, victim := range victims(s.runners, -diff, r.Tracker) {
 			log.FromContext(ctx).V(1).Info("Retiring runner", "runner", victim.Name, "phase", victim.Status.Phase)
 			if err := r.Client.Delete(ctx, victim); client.IgnoreNotFound(err) != nil {

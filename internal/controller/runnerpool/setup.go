@@ -2,7 +2,9 @@ package runnerpool
 
 import (
 	"context"
+	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -12,6 +14,13 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 )
+
+// maxRetryDelay caps the backoff of a pool whose reconcile keeps failing — only the API
+// server can make it fail. controller-runtime's default grows to 16m40s, and a pool
+// woken by every webhook during an outage of a few seconds fails often enough to wait
+// half a minute or more once the API server is back. A pool reconcile is cheap: retry
+// at least every 10 s.
+const maxRetryDelay = 10 * time.Second
 
 // SetupWithManager registers the controller: RunnerPools, their Runners, and the
 // Tracker's word that a pool's demand changed.
@@ -25,7 +34,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Named("runnerpool").
 		For(&v1alpha1.RunnerPool{}).
 		Owns(&v1alpha1.Runner{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, concurrency)}).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: max(1, concurrency),
+			RateLimiter: workqueue.NewTypedMaxOfRateLimiter(
+				workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
+				&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+			),
+		}).
 		WatchesRawSource(demandChanged).
 		Complete(r)
 }

@@ -3,6 +3,8 @@ package runnerpool
 import (
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/demand"
 )
 
 // setStatus writes the pool's counts and conditions, each computed from the state alone.
@@ -22,6 +25,7 @@ func setStatus(s *state, now time.Time, threshold int) {
 	st.IdleRunners = int32(s.idle)
 	st.BusyRunners = int32(s.busy)
 	st.FailedRunners = int32(s.failed)
+	st.RecentRepositories = s.recent
 	for _, c := range []metav1.Condition{
 		readyCondition(s),
 		scalingUpCondition(s),
@@ -73,6 +77,10 @@ func degradedCondition(s *state, now time.Time, threshold int) metav1.Condition 
 		reason, msg := configReason(s.configErr)
 		return metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reason, Message: msg}
 	}
+	if s.refused > 0 {
+		return metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonPodsRefused,
+			Message: fmt.Sprintf("the API server refuses runner pods (%d runners wait for theirs, asked again every 10s): %s", s.refused, s.refusal)}
+	}
 	if s.failures.Degraded(threshold) {
 		msg := fmt.Sprintf("%d runners failed in a row; the last: %s: %s", s.failures.Consecutive, s.failures.LastReason, s.failures.LastMessage)
 		if !s.failures.Until.IsZero() {
@@ -82,4 +90,46 @@ func degradedCondition(s *state, now time.Time, threshold int) metav1.Condition 
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonAsExpected,
 		Message: "runners start and run jobs"}
+}
+
+// Bounds of status.recentRepositories: what resync polls for an organization pool
+// after a restart.
+const (
+	recentRepositoriesTTL = 2 * time.Hour
+	maxRecentRepositories = 100
+)
+
+// recentRepositories merges the repositories the pool's status remembers with those
+// the Tracker routed jobs of to the pool: the latest time of each, none older than
+// recentRepositoriesTTL, newest first, at most maxRecentRepositories.
+func recentRepositories(stored []v1alpha1.RepositoryActivity, seen map[demand.Repo]time.Time, now time.Time) []v1alpha1.RepositoryActivity {
+	latest := map[string]time.Time{}
+	for _, ra := range stored {
+		latest[strings.ToLower(ra.Name)] = ra.LastJobAt.Time
+	}
+	for r, at := range seen {
+		name := r.Owner + "/" + r.Name
+		if at.After(latest[name]) {
+			latest[name] = at
+		}
+	}
+	out := make([]v1alpha1.RepositoryActivity, 0, len(latest))
+	for name, at := range latest {
+		if now.Sub(at) < recentRepositoriesTTL {
+			out = append(out, v1alpha1.RepositoryActivity{Name: name, LastJobAt: metav1.NewTime(at.Truncate(time.Second))})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].LastJobAt.Equal(&out[j].LastJobAt) {
+			return out[j].LastJobAt.Before(&out[i].LastJobAt)
+		}
+		return out[i].Name < out[j].Name
+	})
+	if len(out) > maxRecentRepositories {
+		out = out[:maxRecentRepositories]
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }

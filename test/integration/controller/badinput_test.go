@@ -68,8 +68,11 @@ func TestBadPoolConfigurationSaysWhatToFix(t *testing.T) {
 func TestWebhookEndpointRefusesBadDeliveries(t *testing.T) {
 	w := newWorld(t)
 	w.create(w.pool("hooks").Obj())
-	body := []byte(`{"action":"queued","workflow_job":{"id":77,"labels":["linux"]},"repository":{"name":"api","html_url":"` +
-		w.simURL + `/acme/api","owner":{"login":"acme"}}}`)
+	// The jobs are in a repository the simulator does not have: resync, which runs as
+	// soon as the manager leads, cannot list it and leaves the Tracker's count alone —
+	// for a repository it can list, it would drop a job GitHub does not have.
+	body := []byte(`{"action":"queued","workflow_job":{"id":77,"labels":["linux"]},"repository":{"name":"ghost","html_url":"` +
+		w.simURL + `/acme/ghost","owner":{"login":"acme"}}}`)
 	tests := []struct {
 		name     string
 		method   string
@@ -108,8 +111,8 @@ func TestWebhookEndpointRefusesBadDeliveries(t *testing.T) {
 	}
 	// Barrier: one valid delivery after the bad ones. Deliveries reach the Tracker in
 	// order, so once it counts, anything wrongly accepted before it would count too.
-	good := []byte(`{"action":"queued","workflow_job":{"id":78,"labels":["linux"]},"repository":{"name":"api","html_url":"` +
-		w.simURL + `/acme/api","owner":{"login":"acme"}}}`)
+	good := []byte(`{"action":"queued","workflow_job":{"id":78,"labels":["linux"]},"repository":{"name":"ghost","html_url":"` +
+		w.simURL + `/acme/ghost","owner":{"login":"acme"}}}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.hookURL, bytes.NewReader(good))
