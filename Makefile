@@ -5,6 +5,8 @@ SHELL := bash
 
 GO ?= go
 TOOLS := $(GO) tool -modfile=hack/tools/go.mod
+# helm and kustomize, pinned apart from TOOLS (helm needs newer k8s.io modules).
+DEPLOY_TOOLS := $(GO) tool -modfile=hack/helm/go.mod
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/gantry-dev/gantry/internal/version.Version=$(VERSION) \
@@ -13,6 +15,12 @@ LDFLAGS := -X github.com/gantry-dev/gantry/internal/version.Version=$(VERSION) \
 K8S_BINS = $(shell hack/k8s-bins.sh --print)
 # The simulator's conformance test finds GitHub's schemas here unless GANTRY_OCTOKIT_DIR is set.
 OCTOKIT_DIR = $(shell hack/octokit-schemas.sh --print)
+# `make image`: the image's name, how it is built (auto: docker or podman when an engine
+# answers, else none: daemonless into IMAGE_DIR) and, daemonless, its architecture.
+IMAGE ?= ghcr.io/gantry-dev/gantry:$(VERSION)
+CONTAINER_ENGINE ?= auto
+IMAGE_DIR ?= out/image
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
 # How long each fuzz target runs in `make fuzz`.
 FUZZTIME ?= 10s
 
@@ -25,24 +33,43 @@ build: ## Build bin/gantry
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/gantry ./cmd/gantry
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code, CRDs and RBAC from the API types and markers
+generate: ## Regenerate deepcopy code, CRDs, RBAC and docs/reference/api.md from the API types and markers
 	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(TOOLS) controller-gen crd:maxDescLen=0 paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(TOOLS) controller-gen rbac:roleName=gantry-manager paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
+	rm -f charts/gantry/crds/*.yaml && cp config/crd/bases/*.yaml charts/gantry/crds/
+	cp config/rbac/role.yaml charts/gantry/files/role.yaml
+	$(GO) run ./hack/refdocs -api api/v1alpha1 -out docs/reference/api.md
 
 .PHONY: verify
 verify: generate ## Regenerate and fail if anything checked in is stale; check formatting and go.mod
 	$(GO) mod tidy
 	cd hack/tools && $(GO) mod tidy
+	cd hack/helm && $(GO) mod tidy
 	@if [ -n "$$(gofmt -l $$(git ls-files '*.go'))" ]; then echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; fi
-	@if [ -n "$$(git status --porcelain -- api config go.mod go.sum hack/tools)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config docs/reference go.mod go.sum hack/tools hack/helm charts/gantry/crds charts/gantry/files)" ]; then \
 		echo "Generated files or go.mod are out of date; run 'make generate' and 'go mod tidy' and commit:"; \
-		git status --porcelain -- api config go.mod go.sum hack/tools; git diff --stat; exit 1; fi
+		git status --porcelain -- api config docs/reference go.mod go.sum hack/tools hack/helm charts/gantry/crds charts/gantry/files; git diff --stat; exit 1; fi
 	@echo "verify: generated files are current"
 
 .PHONY: lint
 lint: ## Run golangci-lint (pinned in hack/tools/go.mod, config in .golangci.yml)
 	$(TOOLS) golangci-lint run ./...
+
+.PHONY: image
+image: ## Build the container image: Dockerfile with docker/podman, else daemonless into out/image (CONTAINER_ENGINE=auto|docker|podman|none)
+	IMAGE='$(IMAGE)' VERSION='$(VERSION)' COMMIT='$(COMMIT)' LDFLAGS='$(LDFLAGS)' GO='$(GO)' \
+		CONTAINER_ENGINE='$(CONTAINER_ENGINE)' IMAGE_DIR='$(IMAGE_DIR)' IMAGE_ARCH='$(IMAGE_ARCH)' hack/image/build.sh
+
+.PHONY: deploy-tools
+deploy-tools: ## Build the pinned helm and kustomize (hack/helm/go.mod) into Go's build cache
+	$(DEPLOY_TOOLS) -n helm >/dev/null
+	$(DEPLOY_TOOLS) -n kustomize >/dev/null
+
+.PHONY: helm-lint
+helm-lint: ## Lint the Helm chart (charts/gantry) with the pinned helm and render it with its defaults
+	$(DEPLOY_TOOLS) helm lint --strict charts/gantry
+	$(DEPLOY_TOOLS) helm template gantry charts/gantry --namespace gantry-system >/dev/null
 
 .PHONY: k8s-bins
 k8s-bins: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok from source into the cache
@@ -53,7 +80,7 @@ octokit-schemas: ## Fetch GitHub's OpenAPI description and webhook schemas (npm)
 	hack/octokit-schemas.sh
 
 .PHONY: test
-test: k8s-bins octokit-schemas ## Unit and integration tests with the race detector, against a real kube-apiserver
+test: k8s-bins octokit-schemas deploy-tools ## Unit and integration tests with the race detector, against a real kube-apiserver
 	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(K8S_BINS)}" GANTRY_OCTOKIT_DIR="$${GANTRY_OCTOKIT_DIR:-$(OCTOKIT_DIR)}" \
 		$(GO) test -race -count=1 ./...
 
@@ -82,6 +109,24 @@ bench: build k8s-bins ## Benchmark scenarios (BENCH_SCENARIOS) into out/bench, c
 .PHONY: bench-baseline
 bench-baseline: ## Make the last `make bench` reports the new baseline (commit bench/baseline.json)
 	bin/gantry sim compare --write --baseline bench/baseline.json $$(for s in $(BENCH_SCENARIOS); do echo out/bench/$$s/report.json; done)
+
+# `make reliability`: how much load and how long the faults (CI runs the same tests at 1
+# in `make test`), and which `gantry sim run` scenario to fold in ("" skips it).
+RELIABILITY_SCALE ?= 3
+RELIABILITY_SIM ?= faults
+.PHONY: reliability
+reliability: build k8s-bins ## Reliability suite at RELIABILITY_SCALE: HA, restart, GitHub, webhook and Kubernetes faults, secrets, RBAC → out/reliability/reliability.json and a table
+	@rm -rf out/reliability/figures out/reliability/sim-$(RELIABILITY_SIM); mkdir -p out/reliability; status=0; \
+	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(K8S_BINS)}" GANTRY_RELIABILITY_SCALE=$(RELIABILITY_SCALE) \
+		GANTRY_RELIABILITY_OUT="$(CURDIR)/out/reliability/figures" GANTRY_RELIABILITY_BIN="$(CURDIR)/bin/gantry" \
+		$(GO) test -count=1 -parallel 1 -timeout 90m -v ./test/reliability/ > out/reliability/test.log 2>&1 || status=1; \
+	grep -E '^(--- |\s+figures_test.go|PASS|FAIL|ok )' out/reliability/test.log || true; \
+	sim=""; if [ -n "$(RELIABILITY_SIM)" ]; then \
+		bin/gantry sim run --scenario $(RELIABILITY_SIM) --out out/reliability/sim-$(RELIABILITY_SIM) --k8s-bins "$(K8S_BINS)" \
+			> out/reliability/sim-$(RELIABILITY_SIM).log 2>&1 || status=1; \
+		sim="-sim out/reliability/sim-$(RELIABILITY_SIM)/report.json"; fi; \
+	$(GO) run ./hack/reliability -in out/reliability/figures -out out/reliability/reliability.json $$sim || status=1; \
+	exit $$status
 
 .PHONY: clean
 clean: ## Remove build outputs (not the cached Kubernetes binaries)
