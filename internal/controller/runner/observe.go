@@ -113,12 +113,13 @@ func (r *Reconciler) checkOnline(ctx context.Context, s *scope, since time.Time)
 	if err != nil {
 		return r.waitOn(s, err)
 	}
-	gr, err := gh.GetRunner(ctx, sc, s.runner.Status.GitHubRunnerID)
+	gr, err := r.lookupRunner(ctx, gh, sc, s)
 	switch {
 	case github.IsNotFound(err):
 	case err != nil:
 		return r.waitOn(s, err)
 	case gr.Status == github.RunnerOnline:
+		s.runner.Status.GitHubRunnerID = gr.ID
 		meta.SetStatusCondition(&s.runner.Status.Conditions, metav1.Condition{
 			Type: ConditionOnline, Status: metav1.ConditionTrue, Reason: "Online",
 			Message: "the runner is online on GitHub", ObservedGeneration: s.runner.Generation,
@@ -127,6 +128,25 @@ func (r *Reconciler) checkOnline(ctx context.Context, s *scope, since time.Time)
 	}
 	return r.fail(ctx, s, v1alpha1.ReasonRegistrationTimeout, fmt.Sprintf(
 		"the runner pod ran for %s but the runner never came online on GitHub; check the runner container's logs and its network access to GitHub", humanDuration(timeout)))
+}
+
+// lookupRunner reads the runner's registration on GitHub: by id, or, for a runner that
+// registered itself with the pool's token and has not yet taken a job (no id known), by
+// name. A runner GitHub does not have is a NotFound error either way.
+func (r *Reconciler) lookupRunner(ctx context.Context, gh github.Client, sc github.Scope, s *scope) (github.Runner, error) {
+	if id := s.runner.Status.GitHubRunnerID; id != 0 {
+		return gh.GetRunner(ctx, sc, id)
+	}
+	found, err := gh.ListRunners(ctx, sc, s.runner.Name)
+	if err != nil {
+		return github.Runner{}, err
+	}
+	for _, gr := range found {
+		if gr.Name == s.runner.Name {
+			return gr, nil
+		}
+	}
+	return github.Runner{}, github.NewNotFoundError("no runner named "+s.runner.Name, nil)
 }
 
 // fail ends a runner that cannot recover: phase Failed with a reason and a message, a

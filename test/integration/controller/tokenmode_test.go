@@ -7,6 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
@@ -159,4 +161,66 @@ func TestRegistrationTokenModeUnregistersIdleRunnersByName(t *testing.T) {
 	w.eventually("the idle runner unregistered and removed", func() (bool, error) {
 		return len(w.runners("token-warm")) == 0 && len(w.sim.Runners()) == 0, nil
 	})
+}
+
+// A warm runner in RegistrationToken mode has no GitHub id until it takes a job: past
+// registrationTimeout it is looked up on GitHub by name, so one that registered itself
+// and is online stays Idle (and learns its id), and one that never registered fails
+// as RegistrationTimeout.
+func TestRegistrationTokenModeChecksIdleRunnersByName(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	const timeout = 2 * time.Second
+	pool := w.poolWithRecovery("token-idle", 2, v1alpha1.RecoverySpec{RegistrationTimeout: &metav1.Duration{Duration: timeout}})
+	pool.Spec.RegistrationMode = v1alpha1.RegistrationModeRegistrationToken
+	w.create(pool)
+	var online, silent v1alpha1.Runner
+	w.eventually("two registered runners with pods", func() (bool, error) {
+		rs := w.runners("token-idle")
+		if len(rs) != 2 {
+			return false, nil
+		}
+		for _, r := range rs {
+			if r.Status.RegisteredAt == nil || r.Status.PodName == "" {
+				return false, nil
+			}
+		}
+		online, silent = rs[0], rs[1]
+		return true, nil
+	})
+
+	secret := &corev1.Secret{}
+	if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: online.Name}, secret); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rc, err := runnerapi.Register(ctx, w.simURL, runnerapi.RegisterRequest{
+		Token: string(secret.Data[runner.RegistrationTokenKey]), Name: online.Name, Labels: []string{"linux"}, Ephemeral: true,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.setPodRunning(online.Name)
+	w.setPodRunning(silent.Name)
+
+	w.expectFailed("token-idle", silent.Name, v1alpha1.ReasonRegistrationTimeout, 1, "never came online on GitHub")
+	w.eventually("the self-registered runner seen Online with its GitHub id", func() (bool, error) {
+		r, err := w.getRunner(online.Name)
+		if err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionTrue(r.Status.Conditions, runner.ConditionOnline) && r.Status.GitHubRunnerID != 0, nil
+	})
+	time.Sleep(timeout) // a further registrationTimeout: nothing may fail it now
+	r, err := w.getRunner(online.Name)
+	if err != nil || r.Status.Phase != v1alpha1.RunnerIdle {
+		t.Fatalf("the self-registered runner: %+v, %v; want Idle", r.Status, err)
+	}
+	if gh := w.sim.Runners(); len(gh) != 1 || gh[0].ID != r.Status.GitHubRunnerID {
+		t.Errorf("GitHub runners %+v, want only %d", gh, r.Status.GitHubRunnerID)
+	}
 }
