@@ -5,6 +5,9 @@
 //	pod.go       the runner pod, reading the JIT configuration from that Secret
 //	observe.go   pod and job state → phase; failure detection with reasons
 //	finalize.go  unregister from GitHub (a busy runner is kept), delete pod and Secret
+//
+// ownwrites.go keeps a reconcile from acting on a cached Runner older than the
+// controller's own last write to it.
 package runner
 
 import (
@@ -37,6 +40,8 @@ type Reconciler struct {
 	Clock     clock.Clock
 	// FailedRetention is how long a Failed Runner stays visible before it is removed.
 	FailedRetention time.Duration
+
+	writes ownWrites
 }
 
 // scope is one reconcile's working set.
@@ -55,7 +60,15 @@ func (s *scope) poolKey() types.NamespacedName {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	runner := &v1alpha1.Runner{}
 	if err := r.Client.Get(ctx, req.NamespacedName, runner); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.writes.forget(req.NamespacedName)
+		}
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
+	}
+	if r.writes.behind(runner, r.Clock.Now()) {
+		// The cache has not caught up with this controller's last write to the runner:
+		// that write's event brings it back; the requeue is a backstop.
+		return reconcile.Result{RequeueAfter: behindRecheck}, nil
 	}
 	if !runner.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, runner)
@@ -63,14 +76,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if !controllerutil.ContainsFinalizer(runner, v1alpha1.Finalizer) {
 		patch := ctrl.MergeFromWithOptions(runner.DeepCopy(), ctrl.MergeFromWithOptimisticLock{})
 		controllerutil.AddFinalizer(runner, v1alpha1.Finalizer)
-		return reconcile.Result{}, r.Client.Patch(ctx, runner, patch)
+		from := runner.ResourceVersion
+		if err := r.Client.Patch(ctx, runner, patch); err != nil {
+			return reconcile.Result{}, err
+		}
+		r.writes.wrote(runner, from, r.Clock.Now())
+		return reconcile.Result{}, nil
 	}
 
 	pool := &v1alpha1.RunnerPool{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: runner.Namespace, Name: runner.Spec.PoolName}, pool); err != nil {
 		if apierrors.IsNotFound(err) {
 			// An orphan: its pool is gone. Unregister and remove it.
-			return reconcile.Result{}, ctrl.IgnoreNotFound(r.Client.Delete(ctx, runner))
+			return reconcile.Result{}, r.deleteRunner(ctx, runner)
 		}
 		return reconcile.Result{}, err
 	}
@@ -98,11 +116,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	return reconcile.Result{}, nil
 }
 
+// behindRecheck is the backstop requeue of a runner the cache shows older than this
+// controller's last write to it.
+const behindRecheck = 2 * time.Second
+
 func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
 	if equalStatus(s.before.Status, s.runner.Status) {
 		return nil
 	}
-	return ctrl.IgnoreNotFound(r.Client.Status().Patch(ctx, s.runner, ctrl.MergeFrom(s.before)))
+	from := s.runner.ResourceVersion
+	if err := r.Client.Status().Patch(ctx, s.runner, ctrl.MergeFrom(s.before)); err != nil {
+		return ctrl.IgnoreNotFound(err)
+	}
+	r.writes.wrote(s.runner, from, r.Clock.Now())
+	return nil
+}
+
+// deleteRunner deletes the Runner, which runs finalize, and remembers it did so that a
+// reconcile on a cache that does not show the deletion yet does not send it again.
+func (r *Reconciler) deleteRunner(ctx context.Context, rn *v1alpha1.Runner) error {
+	if err := r.Client.Delete(ctx, rn); err != nil {
+		return ctrl.IgnoreNotFound(err)
+	}
+	r.writes.deleted(rn, r.Clock.Now())
+	return nil
 }
 
 // expireFailed removes a Failed Runner once it has been visible for FailedRetention.
@@ -143,7 +180,7 @@ func (r *Reconciler) expireFailed(ctx context.Context, s *scope) (reconcile.Resu
 		}
 		return res, nil
 	}
-	return reconcile.Result{}, ctrl.IgnoreNotFound(r.Client.Delete(ctx, s.runner))
+	return reconcile.Result{}, r.deleteRunner(ctx, s.runner)
 }
 
 // indexName indexes Runners by name across namespaces: a GitHub runner's name is its

@@ -50,7 +50,11 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 	logger.V(1).Info("Runner removed")
 	patch := ctrl.MergeFromWithOptions(runner.DeepCopy(), ctrl.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(runner, v1alpha1.Finalizer)
-	return reconcile.Result{}, ctrl.IgnoreNotFound(r.Client.Patch(ctx, runner, patch))
+	if err := r.Client.Patch(ctx, runner, patch); err != nil {
+		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
+	}
+	r.writes.finalized(runner, r.Clock.Now())
+	return reconcile.Result{}, nil
 }
 
 func (r *Reconciler) unregister(ctx context.Context, runner *v1alpha1.Runner) (reconcile.Result, error) {
@@ -101,6 +105,7 @@ func (r *Reconciler) unregister(ctx context.Context, runner *v1alpha1.Runner) (r
 			if perr := r.Client.Status().Patch(ctx, runner, ctrl.MergeFrom(before)); perr != nil {
 				return reconcile.Result{}, ctrl.IgnoreNotFound(perr)
 			}
+			r.writes.wrote(runner, before.ResourceVersion, r.Clock.Now())
 		}
 		return reconcile.Result{RequeueAfter: busyRetry}, nil
 	case github.IsRateLimited(err):

@@ -213,7 +213,7 @@ func (r *Reconciler) complete(ctx context.Context, s *scope) (reconcile.Result, 
 		return reconcile.Result{}, false, err
 	}
 	s.before = s.runner.DeepCopy()
-	return reconcile.Result{}, false, ctrl.IgnoreNotFound(r.Client.Delete(ctx, s.runner))
+	return reconcile.Result{}, false, r.deleteRunner(ctx, s.runner)
 }
 
 // disrupted reports whether a failure was the cluster's doing rather than the pool's:
