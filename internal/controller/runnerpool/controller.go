@@ -89,11 +89,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	res, scaleErr := r.scale(ctx, st)
 	setStatus(st, r.Clock.Now(), r.FailureThreshold)
-	r.recordEvents(before, pool)
 	recordMetrics(st)
 	if err := r.Client.Status().Patch(ctx, pool, client.MergeFrom(before)); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	// Events follow the stored status: whoever reads a Recovered event and then the
+	// pool sees it Ready, and a failed patch does not announce a change twice.
+	r.recordEvents(before, pool)
 	if st.configErr != nil && (res.RequeueAfter == 0 || res.RequeueAfter > configRecheck) {
 		// Credentials Secrets are not watched: look again, so that a Secret created or
 		// fixed makes the pool Ready even while no job asks for a runner.
