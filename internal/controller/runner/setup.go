@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	gantrycontroller "github.com/gantry-dev/gantry/internal/controller"
 )
 
 // SetupWithManager registers the controller: Runners, their pods and Secrets, and the
@@ -37,7 +38,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Owns(&corev1.Pod{}).
 		WithOptions(controllerOptions(concurrency)).
 		WatchesRawSource(jobs).
-		Complete(r)
+		Complete(gantrycontroller.QuietOnShutdown(r))
 }
 
 // maxRetryDelay caps the backoff of a runner whose reconcile keeps failing (GitHub

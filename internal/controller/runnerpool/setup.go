@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	gantrycontroller "github.com/gantry-dev/gantry/internal/controller"
 )
 
 // maxRetryDelay caps the backoff of a pool whose reconcile keeps failing — only the API
@@ -42,5 +43,5 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 			),
 		}).
 		WatchesRawSource(demandChanged).
-		Complete(r)
+		Complete(gantrycontroller.QuietOnShutdown(r))
 }

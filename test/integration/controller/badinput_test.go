@@ -218,16 +218,15 @@ func TestFailedAppDeliveriesAreRedelivered(t *testing.T) {
 		return false, nil
 	})
 	w.sim.SetFaults(simgithub.Faults{})
-	w.eventually("a runner for the redelivered job", func() (bool, error) {
-		return len(w.runners("app-org")) == 1, nil
-	})
-	redeliveries := 0
-	for _, d := range w.sim.Deliveries() {
-		if d.Redelivery && d.StatusCode/100 == 2 {
-			redeliveries++
+	// The simulator records a delivery's status once the controller has answered it,
+	// which may be after the runner the delivery asked for exists: wait for both.
+	w.eventually("a successful redelivery and a runner for the redelivered job", func() (bool, error) {
+		redelivered := false
+		for _, d := range w.sim.Deliveries() {
+			if d.Redelivery && d.Done && d.StatusCode/100 == 2 {
+				redelivered = true
+			}
 		}
-	}
-	if redeliveries == 0 {
-		t.Error("the runner came without a successful redelivery: the test did not test redelivery")
-	}
+		return redelivered && len(w.runners("app-org")) == 1, nil
+	})
 }
