@@ -184,7 +184,7 @@ func Run(ctx context.Context, s Schedule, start time.Time, t Targets) []Injectio
 		}
 	}()
 	for _, ev := range s.timeline() {
-		if !sleepUntil(ctx, start.Add(ev.at)) {
+		if !SleepUntil(ctx, start.Add(ev.at)) {
 			break
 		}
 		if ev.end {
@@ -361,7 +361,8 @@ func answers(before, after map[string]simgithub.CallCount, routes []string, stat
 	return n
 }
 
-func sleepUntil(ctx context.Context, at time.Time) bool {
+// SleepUntil waits until at, or until ctx ends; it says whether ctx is still live.
+func SleepUntil(ctx context.Context, at time.Time) bool {
 	d := time.Until(at)
 	if d <= 0 {
 		return ctx.Err() == nil

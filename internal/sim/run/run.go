@@ -391,7 +391,7 @@ func queueWorkload(ctx context.Context, sim *simgithub.Sim, sc Scenario, seed ui
 		if next.After(end) {
 			return out, nil
 		}
-		if !sleepUntil(ctx, next) {
+		if !fault.SleepUntil(ctx, next) {
 			return nil, ctx.Err()
 		}
 		j, err := sim.QueueJob(tmpl)
@@ -415,7 +415,7 @@ func replay(ctx context.Context, sim *simgithub.Sim, sc Scenario) ([]queuedJob, 
 	first := sc.Trace.Jobs[0].At
 	for _, tj := range sc.Trace.Jobs {
 		at := start.Add(time.Duration(float64((tj.At - first).Duration()) / speed))
-		if !sleepUntil(ctx, at) {
+		if !fault.SleepUntil(ctx, at) {
 			return nil, ctx.Err()
 		}
 		spec := simgithub.JobSpec{
@@ -442,21 +442,6 @@ func replay(ctx context.Context, sim *simgithub.Sim, sc Scenario) ([]queuedJob, 
 		out = append(out, queuedJob{id: j.ID, conclusion: concl})
 	}
 	return out, nil
-}
-
-func sleepUntil(ctx context.Context, at time.Time) bool {
-	d := time.Until(at)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // waitJobs waits until every one of the n queued jobs completed, or the deadline.

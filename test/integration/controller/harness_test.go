@@ -6,7 +6,6 @@ package controller
 
 import (
 	"context"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 	"github.com/gantry-dev/gantry/internal/testenv"
 	"github.com/gantry-dev/gantry/internal/testutil"
+	"github.com/gantry-dev/gantry/internal/testutil/stack"
 )
 
 var env *testenv.Env
@@ -53,61 +53,13 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{t: t, ns: env.Namespace(t), c: env.Client}
-	srv := httptest.NewUnstartedServer(nil)
-	w.simURL = "http://" + srv.Listener.Addr().String()
-	w.sim = simgithub.New(simgithub.Options{
-		URL:        w.simURL,
-		PATs:       []simgithub.PAT{{Token: testToken, Login: "ci-bot", Scopes: []string{"repo", "admin:org", "manage_runners:org", "admin:org_hook"}}},
-		RateLimits: simgithub.RateLimits{Disabled: true},
+	st := stack.Start(t, env, w.ns, stack.Options{
+		Token:             testToken,
+		CredentialsSecret: "github-creds",
+		WebhookSecret:     webhookSecret,
+		RateLimits:        simgithub.RateLimits{Disabled: true},
 	})
-	srv.Config.Handler = w.sim
-	srv.Start()
-	t.Cleanup(func() { srv.Close(); w.sim.Close() })
-	if _, err := w.sim.CreateOrg(simgithub.OrgSpec{Login: "acme"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.sim.CreateRepo(simgithub.RepoSpec{Owner: "acme", Name: "api"}); err != nil {
-		t.Fatal(err)
-	}
-
-	w.create(&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "github-creds"},
-		Data:       map[string][]byte{"github_token": []byte(testToken)},
-	})
-	w.create(&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "gantry-webhook"},
-		Data:       map[string][]byte{manager.WebhookSecretKey: []byte(webhookSecret)},
-	})
-
-	g, err := manager.New(env.Config, manager.Options{
-		MetricsAddr:           "0",
-		ProbeAddr:             "0",
-		WebhookAddr:           "127.0.0.1:0",
-		WebhookSecret:         types.NamespacedName{Namespace: w.ns, Name: "gantry-webhook"},
-		Namespaces:            []string{w.ns},
-		Concurrency:           4,
-		GitHubTimeout:         10 * time.Second,
-		FailedRunnerRetention: time.Hour,
-		ResyncInterval:        time.Second,
-		SeveralPerProcess:     true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.gantry = g
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Manager.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager stopped with an error: %v", err)
-		}
-	})
-	w.hookURL = "http://" + g.WebhookListener.Addr().String() + "/webhook"
-	if _, err := w.sim.CreateHook(simgithub.HookSpec{Org: "acme", URL: w.hookURL, Secret: webhookSecret, Events: []string{"workflow_job"}}); err != nil {
-		t.Fatal(err)
-	}
+	w.sim, w.simURL, w.gantry, w.hookURL = st.Sim, st.SimURL, st.Gantry, st.HookURL
 	return w
 }
 

@@ -7,8 +7,6 @@ package ux
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -21,10 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
-	"github.com/gantry-dev/gantry/internal/manager"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 	"github.com/gantry-dev/gantry/internal/testenv"
 	"github.com/gantry-dev/gantry/internal/testutil"
+	"github.com/gantry-dev/gantry/internal/testutil/stack"
 )
 
 var env *testenv.Env
@@ -59,73 +57,13 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{t: t, ns: env.Namespace(t), c: env.Client}
-	srv := httptest.NewUnstartedServer(nil)
-	w.simURL = "http://" + srv.Listener.Addr().String()
-	w.sim = simgithub.New(simgithub.Options{
-		URL:        w.simURL,
-		PATs:       []simgithub.PAT{{Token: testToken, Login: "ci-bot", Scopes: []string{"repo", "admin:org", "manage_runners:org", "admin:org_hook"}}},
-		RateLimits: simgithub.RateLimits{Secondary: simgithub.SecondaryLimits{Disabled: true}},
+	st := stack.Start(t, env, w.ns, stack.Options{
+		Token:             testToken,
+		CredentialsSecret: credsSecret,
+		WebhookSecret:     webhookSecret,
+		RateLimits:        simgithub.RateLimits{Secondary: simgithub.SecondaryLimits{Disabled: true}},
 	})
-	srv.Config.Handler = w.sim
-	srv.Start()
-	t.Cleanup(func() { srv.Close(); w.sim.Close() })
-	if _, err := w.sim.CreateOrg(simgithub.OrgSpec{Login: "acme"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.sim.CreateRepo(simgithub.RepoSpec{Owner: "acme", Name: "api"}); err != nil {
-		t.Fatal(err)
-	}
-	w.create(&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: credsSecret},
-		Data:       map[string][]byte{"github_token": []byte(testToken)},
-	})
-	w.create(&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "gantry-webhook"},
-		Data:       map[string][]byte{manager.WebhookSecretKey: []byte(webhookSecret)},
-	})
-
-	g, err := manager.New(env.Config, manager.Options{
-		MetricsAddr:           "0",
-		ProbeAddr:             "0",
-		WebhookAddr:           "127.0.0.1:0",
-		WebhookSecret:         types.NamespacedName{Namespace: w.ns, Name: "gantry-webhook"},
-		Namespaces:            []string{w.ns},
-		Concurrency:           4,
-		GitHubTimeout:         10 * time.Second,
-		FailedRunnerRetention: time.Hour,
-		ResyncInterval:        time.Second,
-		SeveralPerProcess:     true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Manager.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager stopped with an error: %v", err)
-		}
-	})
-	hookURL := "http://" + g.WebhookListener.Addr().String() + "/webhook"
-	// A replica answers 503 until it leads; GitHub would record such a delivery as failed.
-	// Wait until this one takes deliveries (a GET is then refused as 405).
-	w.eventually("the manager to take webhook deliveries", 30*time.Second, func() (bool, error) {
-		req, err := http.NewRequestWithContext(w.ctx(), http.MethodGet, hookURL, nil)
-		if err != nil {
-			return false, err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false, err
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode != http.StatusServiceUnavailable, nil
-	})
-	if _, err := w.sim.CreateHook(simgithub.HookSpec{Org: "acme", URL: hookURL, Secret: webhookSecret, Events: []string{"workflow_job"}}); err != nil {
-		t.Fatal(err)
-	}
+	w.sim, w.simURL = st.Sim, st.SimURL
 	return w
 }
 

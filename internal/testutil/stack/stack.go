@@ -1,0 +1,141 @@
+// Package stack starts, for one integration test, what Gantry runs against: the GitHub
+// simulator over HTTP with organization acme and repository acme/api, the credentials
+// and webhook Secrets in the test's namespace, a Gantry manager watching that namespace,
+// and acme's webhook pointing at the manager once it takes deliveries.
+package stack
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gantry-dev/gantry/internal/manager"
+	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
+	"github.com/gantry-dev/gantry/internal/testenv"
+)
+
+// Options are what the test packages choose differently.
+type Options struct {
+	// Token is the PAT the simulator accepts and the credentials Secret holds.
+	Token string
+	// CredentialsSecret is the name of the Secret holding github_token.
+	CredentialsSecret string
+	// WebhookSecret signs acme's deliveries.
+	WebhookSecret string
+	// RateLimits are the simulator's.
+	RateLimits simgithub.RateLimits
+}
+
+// Stack is one test's simulator and manager.
+type Stack struct {
+	Sim     *simgithub.Sim
+	SimURL  string
+	Gantry  *manager.Gantry
+	HookURL string
+}
+
+// Start starts the stack in namespace ns and stops it when the test ends.
+func Start(t *testing.T, env *testenv.Env, ns string, o Options) *Stack {
+	t.Helper()
+	s := &Stack{}
+	srv := httptest.NewUnstartedServer(nil)
+	s.SimURL = "http://" + srv.Listener.Addr().String()
+	s.Sim = simgithub.New(simgithub.Options{
+		URL:        s.SimURL,
+		PATs:       []simgithub.PAT{{Token: o.Token, Login: "ci-bot", Scopes: []string{"repo", "admin:org", "manage_runners:org", "admin:org_hook"}}},
+		RateLimits: o.RateLimits,
+	})
+	srv.Config.Handler = s.Sim
+	srv.Start()
+	t.Cleanup(func() { srv.Close(); s.Sim.Close() })
+	if _, err := s.Sim.CreateOrg(simgithub.OrgSpec{Login: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Sim.CreateRepo(simgithub.RepoSpec{Owner: "acme", Name: "api"}); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, secret := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: o.CredentialsSecret},
+			Data: map[string][]byte{"github_token": []byte(o.Token)}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gantry-webhook"},
+			Data: map[string][]byte{manager.WebhookSecretKey: []byte(o.WebhookSecret)}},
+	} {
+		if err := env.Client.Create(ctx, secret); err != nil {
+			t.Fatalf("creating Secret %s: %v", secret.Name, err)
+		}
+	}
+
+	g, err := manager.New(env.Config, manager.Options{
+		MetricsAddr:           "0",
+		ProbeAddr:             "0",
+		WebhookAddr:           "127.0.0.1:0",
+		WebhookSecret:         types.NamespacedName{Namespace: ns, Name: "gantry-webhook"},
+		Namespaces:            []string{ns},
+		Concurrency:           4,
+		GitHubTimeout:         10 * time.Second,
+		FailedRunnerRetention: time.Hour,
+		ResyncInterval:        time.Second,
+		SeveralPerProcess:     true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Gantry = g
+	mctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Manager.Start(mctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("manager stopped with an error: %v", err)
+		}
+	})
+	s.HookURL = "http://" + g.WebhookListener.Addr().String() + "/webhook"
+
+	// A replica answers 503 until it leads; GitHub would record such a delivery as
+	// failed. Wait until this one takes deliveries (a GET is then refused as 405).
+	if err := waitTakingDeliveries(ctx, s.HookURL); err != nil {
+		t.Fatalf("the manager does not take webhook deliveries: %v", err)
+	}
+	if _, err := s.Sim.CreateHook(simgithub.HookSpec{Org: "acme", URL: s.HookURL, Secret: o.WebhookSecret, Events: []string{"workflow_job"}}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func waitTakingDeliveries(ctx context.Context, hookURL string) error {
+	var last error
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, hookURL, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable {
+				return nil
+			}
+			last = nil
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			if last != nil {
+				return last
+			}
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
