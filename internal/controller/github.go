@@ -28,14 +28,10 @@ func (e *ConfigError) Error() string { return e.Message }
 
 // Degraded reasons for configuration problems.
 const (
-	ReasonInvalidURL          = "InvalidURL"
-	ReasonSecretNotFound      = "CredentialsSecretNotFound"
-	ReasonInvalidCredentials  = "InvalidCredentials"
-	ReasonUnsupportedScope    = "UnsupportedScope"
-	ReasonGitHubUnauthorized  = "GitHubUnauthorized"
-	ReasonGitHubRateLimited   = "GitHubRateLimited"
-	ReasonGitHubUnavailable   = "GitHubUnavailable"
-	ReasonRunnerGroupNotFound = "RunnerGroupNotFound"
+	ReasonInvalidURL         = "InvalidURL"
+	ReasonSecretNotFound     = "CredentialsSecretNotFound"
+	ReasonInvalidCredentials = "InvalidCredentials"
+	ReasonGitHubUnavailable  = "GitHubUnavailable"
 )
 
 // GitHubResolver finds the GitHub client and scope of a pool. Credentials Secrets are
