@@ -74,18 +74,7 @@ func Start(t *testing.T, env *testenv.Env, ns string, o Options) *Stack {
 		}
 	}
 
-	g, err := manager.New(env.Config, manager.Options{
-		MetricsAddr:           "0",
-		ProbeAddr:             "0",
-		WebhookAddr:           "127.0.0.1:0",
-		WebhookSecret:         types.NamespacedName{Namespace: ns, Name: "gantry-webhook"},
-		Namespaces:            []string{ns},
-		Concurrency:           4,
-		GitHubTimeout:         10 * time.Second,
-		FailedRunnerRetention: time.Hour,
-		ResyncInterval:        time.Second,
-		SeveralPerProcess:     true,
-	})
+	g, err := manager.New(env.Config, ManagerOptions(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,5 +126,22 @@ func waitTakingDeliveries(ctx context.Context, hookURL string) error {
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// ManagerOptions are the options of the manager Start runs, watching namespace ns: for
+// a test that starts and stops managers of its own.
+func ManagerOptions(ns string) manager.Options {
+	return manager.Options{
+		MetricsAddr:           "0",
+		ProbeAddr:             "0",
+		WebhookAddr:           "127.0.0.1:0",
+		WebhookSecret:         types.NamespacedName{Namespace: ns, Name: "gantry-webhook"},
+		Namespaces:            []string{ns},
+		Concurrency:           4,
+		GitHubTimeout:         10 * time.Second,
+		FailedRunnerRetention: time.Hour,
+		ResyncInterval:        time.Second,
+		SeveralPerProcess:     true,
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/manager"
 	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
+	"github.com/gantry-dev/gantry/internal/testutil/stack"
 )
 
 // gantryProc is a Gantry manager a test starts and stops itself, as a controller pod
@@ -28,22 +29,11 @@ type gantryProc struct {
 	once   bool
 }
 
-// startGantry starts a manager with newWorld's options watching namespace ns. It is
+// startGantry starts a manager with newWorld's options (stack.ManagerOptions) watching namespace ns. It is
 // stopped when the test ends unless the test stops it first.
 func startGantry(t *testing.T, ns string) *gantryProc {
 	t.Helper()
-	g, err := manager.New(env.Config, manager.Options{
-		MetricsAddr:           "0",
-		ProbeAddr:             "0",
-		WebhookAddr:           "127.0.0.1:0",
-		WebhookSecret:         types.NamespacedName{Namespace: ns, Name: "gantry-webhook"},
-		Namespaces:            []string{ns},
-		Concurrency:           4,
-		GitHubTimeout:         10 * time.Second,
-		FailedRunnerRetention: time.Hour,
-		ResyncInterval:        time.Second,
-		SeveralPerProcess:     true,
-	})
+	g, err := manager.New(env.Config, stack.ManagerOptions(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
