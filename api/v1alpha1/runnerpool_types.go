@@ -188,9 +188,10 @@ type RunnerPoolSpec struct {
 	// GitHub Actions runner agent; Gantry passes it the JIT configuration from a Secret.
 	// Gantry sets the runner container's ACTIONS_RUNNER_INPUT_JITCONFIG and GANTRY_RUNNER_*
 	// variables and the pod's restartPolicy (Never: one job, then the pod is done), so
-	// the template may not set them.
+	// the template may not set them: the API server refuses another restartPolicy, and a
+	// pool whose runner container sets one of those variables is not Ready (reason
+	// InvalidSpec) and creates no runner.
 	// +required
-	// +kubebuilder:validation:XValidation:rule="self.spec.containers.all(c, c.name != 'runner' || !has(c.env) || c.env.all(e, e.name != 'ACTIONS_RUNNER_INPUT_JITCONFIG' && !e.name.startsWith('GANTRY_RUNNER_')))",message="template.spec.containers[runner].env must not set ACTIONS_RUNNER_INPUT_JITCONFIG or GANTRY_RUNNER_* variables: Gantry sets them for each runner and would silently replace yours; use another name, such as MY_RUNNER_SETTING"
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec.restartPolicy) || self.spec.restartPolicy == 'Never'",message="template.spec.restartPolicy must be left out or be Never: a runner runs one job and its pod is never restarted; remove restartPolicy"
 	// +kubebuilder:validation:XValidation:rule="self.spec.containers.exists(c, c.name == 'runner')",message="template.spec.containers must include a container named \"runner\": it runs the GitHub Actions runner agent"
 	Template corev1.PodTemplateSpec `json:"template"`

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
 	"github.com/gantry-dev/gantry/internal/testutil"
@@ -21,6 +23,11 @@ func TestStoredSpecError(t *testing.T) {
 		{name: "valid", pool: testutil.RunnerPool("ci", "linux").Obj()},
 		{name: "57 characters", pool: testutil.RunnerPool("ci", strings.Repeat("a", 57)).Obj()},
 		{name: "undecodable field", pool: undecodable, wantInMsg: []string{"spec.recovery.pendingTimeout", `"600"`, "10m"}},
+		{name: "JIT configuration variable", pool: withEnv(testutil.RunnerPool("ci", "jit").Obj(), "ACTIONS_RUNNER_INPUT_JITCONFIG"),
+			wantInMsg: []string{"template.spec.containers[runner].env sets ACTIONS_RUNNER_INPUT_JITCONFIG", "MY_RUNNER_SETTING"}},
+		{name: "token mode variable", pool: withEnv(testutil.RunnerPool("ci", "tok").Obj(), "GANTRY_RUNNER_LABELS"),
+			wantInMsg: []string{"GANTRY_RUNNER_LABELS"}},
+		{name: "a variable of its own", pool: withEnv(testutil.RunnerPool("ci", "own").Obj(), "GANTRY_RUNNER")},
 		{name: "name too long", pool: testutil.RunnerPool("ci", strings.Repeat("a", 58)).Obj(), wantInMsg: []string{"58 characters", "more than 57"}},
 	}
 	for _, tt := range tests {
@@ -43,4 +50,9 @@ func TestStoredSpecError(t *testing.T) {
 			}
 		})
 	}
+}
+
+func withEnv(p *v1alpha1.RunnerPool, name string) *v1alpha1.RunnerPool {
+	p.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "OTHER", Value: "1"}, {Name: name, Value: "x"}}
+	return p
 }

@@ -253,20 +253,6 @@ func TestInvalidRunnerPoolsAreRefusedWithAMessageThatSaysWhatToFix(t *testing.T)
 			wantMessages: []string{"metadata.name must be at most 57 characters", "such as linux-x64"},
 		},
 		{
-			name: "JIT configuration variable set in the template",
-			pool: withTemplate(testutil.RunnerPool(ns, "jit-env").Obj(), func(ps *corev1.PodSpec) {
-				ps.Containers[0].Env = []corev1.EnvVar{{Name: "ACTIONS_RUNNER_INPUT_JITCONFIG", Value: "x"}}
-			}),
-			wantMessages: []string{"spec.template", "must not set ACTIONS_RUNNER_INPUT_JITCONFIG or GANTRY_RUNNER_* variables", "MY_RUNNER_SETTING"},
-		},
-		{
-			name: "GANTRY_RUNNER_ variable set in the template",
-			pool: withTemplate(testutil.RunnerPool(ns, "gantry-env").Obj(), func(ps *corev1.PodSpec) {
-				ps.Containers[0].Env = []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "GANTRY_RUNNER_GROUP", Value: "x"}}
-			}),
-			wantMessages: []string{"spec.template", "GANTRY_RUNNER_*"},
-		},
-		{
 			name: "restartPolicy Always",
 			pool: withTemplate(testutil.RunnerPool(ns, "restart").Obj(), func(ps *corev1.PodSpec) {
 				ps.RestartPolicy = corev1.RestartPolicyAlways

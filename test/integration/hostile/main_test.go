@@ -213,6 +213,9 @@ func (w *world) runJob(pool, when string) {
 		err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: rn.Name}, &v1alpha1.Runner{})
 		return j.Status == "completed" && apierrors.IsNotFound(err), nil
 	})
+	// A runner created for the job while another took it is retired now: wait, so that
+	// the next job finds the pool at zero.
+	w.eventually(when+": pool "+pool+" back at zero runners", func() (bool, error) { return len(w.runners(pool)) == 0, nil })
 }
 
 func (w *world) setPodRunning(name string) {
