@@ -294,6 +294,10 @@ func (w *world) readyTrue(pool string) bool {
 	return err == nil && meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionReady)
 }
 
+func metaOf(key types.NamespacedName) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}
+}
+
 func containsAll(s string, want []string) []string {
 	var missing []string
 	for _, x := range want {
