@@ -267,7 +267,7 @@ type RepositoryActivity struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=rp;rpool,categories=gantry
-// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 57",message="metadata.name must be at most 57 characters: each runner, its pod and its GitHub registration are named NAME-xxxxx and labelled with NAME, and a label value holds at most 63; choose a shorter name, such as linux-x64"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 57",message="metadata.name must be at most 57 characters: each runner, its pod and its GitHub registration are named NAME-xxxxx and labeled with NAME, and a label value holds at most 63; choose a shorter name, such as linux-x64"
 // +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=`.status.queuedJobs`,description="Jobs routed to the pool that no runner has picked up yet"
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredRunners`,description="Runners the pool wants alive now: busy + queued + minIdle, at most maxRunners"
 // +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pendingRunners`,description="Runners registering or whose pod is starting"

@@ -121,7 +121,7 @@ func (w *world) create(obj client.Object) {
 	}
 }
 
-// healthyPool is a valid repository pool on the simulator taking jobs labelled healthy.
+// healthyPool is a valid repository pool on the simulator taking jobs labeled healthy.
 func (w *world) healthyPool(name string) *v1alpha1.RunnerPool {
 	return testutil.RunnerPool(w.ns, name).URL(w.simURL + "/acme/api").Credentials(credsSecret).
 		Labels(healthyLabel).MaxRunners(3).Obj()
