@@ -128,3 +128,18 @@ func TestAListWithOneUndecodablePoolDecodes(t *testing.T) {
 func objectMeta(ns, name string, finalizers ...string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Namespace: ns, Name: name, Finalizers: finalizers}
 }
+
+func TestRunnersDecodeAroundFieldsThatDoNot(t *testing.T) {
+	var r Runner
+	data := `{"apiVersion":"gantry.dev/v1alpha1","kind":"Runner","metadata":{"name":"r","namespace":"ci"},
+	 "spec":{"poolName":"p"},"status":{"phase":"Idle","registeredAt":"yesterday","githubRunnerID":7}}`
+	if err := r.UnmarshalJSON([]byte(data)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.DecodeError, "status.registeredAt") || r.Status.RegisteredAt != nil {
+		t.Errorf("DecodeError %q, registeredAt %v: want the field named and left out", r.DecodeError, r.Status.RegisteredAt)
+	}
+	if r.Spec.PoolName != "p" || r.Status.GitHubRunnerID != 7 || r.Status.Phase != RunnerIdle || r.Name != "r" {
+		t.Errorf("fields beside the bad one were lost: %+v %+v", r.ObjectMeta, r.Status)
+	}
+}

@@ -375,3 +375,30 @@ func createRaw(t *testing.T, obj map[string]any) error {
 	t.Helper()
 	return env.Client.Create(ctx(t), &unstructured.Unstructured{Object: obj})
 }
+
+// `kubectl explain runnerpool.spec` prints Gantry's field docs: the installed CRD keeps
+// them, and leaves out those of the embedded pod template.
+func TestCRDCarriesGantrysFieldDocs(t *testing.T) {
+	crd := &unstructured.Unstructured{}
+	crd.SetAPIVersion("apiextensions.k8s.io/v1")
+	crd.SetKind("CustomResourceDefinition")
+	if err := env.Client.Get(ctx(t), client.ObjectKey{Name: "runnerpools.gantry.dev"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	if len(versions) == 0 {
+		t.Fatal("the CRD has no versions")
+	}
+	spec := []string{"schema", "openAPIV3Schema", "properties", "spec", "properties"}
+	v := versions[0].(map[string]any)
+	for _, path := range [][]string{{"recovery", "properties", "pendingTimeout"}, {"labels"}, {"template"}} {
+		desc, _, _ := unstructured.NestedString(v, append(append(append([]string{}, spec...), path...), "description")...)
+		if desc == "" {
+			t.Errorf("spec.%s has no description", strings.Join(path, "."))
+		}
+	}
+	podSpec := append(append([]string{}, spec...), "template", "properties", "spec", "description")
+	if desc, found, _ := unstructured.NestedString(v, podSpec...); found {
+		t.Errorf("the pod template keeps its descriptions (spec.template.spec: %.60q…): the CRD grows by the whole pod documentation", desc)
+	}
+}
