@@ -28,6 +28,13 @@ const (
 	RunnerContainerName = "runner"
 	// Finalizer keeps a Runner until it is unregistered from GitHub.
 	Finalizer = "gantry.dev/runner-cleanup"
+	// CredentialsFinalizer keeps a pool's credentials Secret until the pools that use it
+	// are gone: their runners are unregistered from GitHub with those credentials.
+	CredentialsFinalizer = "gantry.dev/credentials-in-use"
+	// AnnotationCredentialsSecret, on a RunnerPool, names the credentials Secret Gantry
+	// holds with CredentialsFinalizer for it, so that it is let go when the pool changes
+	// Secret or is deleted.
+	AnnotationCredentialsSecret = "gantry.dev/credentials-secret"
 )
 
 // Reasons a Runner fails (status.reason), each with an event and a count in
@@ -64,4 +71,13 @@ const (
 	ReasonPodsRefused = "PodsRefused"
 	// ReasonAsExpected: the condition holds its expected value.
 	ReasonAsExpected = "AsExpected"
+	// ReasonInvalidSpec: the stored pool cannot be used as it is — a field this version
+	// of Gantry cannot decode (a pool stored before a validation rule existed) or a name
+	// too long for the names and labels Gantry derives from it. Ready and Degraded say
+	// which field; no runner is created until the pool is fixed.
+	ReasonInvalidSpec = "InvalidSpec"
 )
+
+// MaxPoolNameLength is the longest RunnerPool name: each runner is named NAME-xxxxx,
+// and that name is a label value (at most 63 characters) on the runner's pod.
+const MaxPoolNameLength = 57

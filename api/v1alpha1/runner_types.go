@@ -109,6 +109,10 @@ type Runner struct {
 	Spec RunnerSpec `json:"spec"`
 	// +optional
 	Status RunnerStatus `json:"status,omitempty"`
+
+	// DecodeError names the stored fields this version of Gantry could not decode, or
+	// is empty. Never stored: set when reading an object (see decode.go).
+	DecodeError string `json:"-"`
 }
 
 // RunnerList is a list of Runners.

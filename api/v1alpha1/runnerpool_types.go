@@ -61,27 +61,43 @@ type SecretReference struct {
 type RecoverySpec struct {
 	// pendingTimeout is how long a runner pod may stay unscheduled before the runner is
 	// failed as Unschedulable and replaced.
+	// A duration from 1s to 24h with units, such as 10m or 1h30m.
 	// +optional
 	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="recovery.pendingTimeout must be a duration from 1s to 24h written with units, such as \"10m\" or \"1h30m\" (a bare number such as \"600\" or words such as \"10 minutes\" are refused)"
 	PendingTimeout *metav1.Duration `json:"pendingTimeout,omitempty"`
 
 	// imagePullGracePeriod is how long a runner pod may fail to pull its image
 	// (ErrImagePull, ImagePullBackOff) before the runner is failed as ImagePullFailed.
 	// An invalid image name fails the runner at once.
+	// A duration from 1s to 24h with units, such as 2m or 90s.
 	// +optional
 	// +kubebuilder:default="2m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="recovery.imagePullGracePeriod must be a duration from 1s to 24h written with units, such as \"2m\" or \"90s\" (a bare number such as \"600\" or words such as \"10 minutes\" are refused)"
 	ImagePullGracePeriod *metav1.Duration `json:"imagePullGracePeriod,omitempty"`
 
 	// registrationTimeout is how long a running runner pod may take to come online on
 	// GitHub before the runner is failed as RegistrationTimeout.
+	// A duration from 1s to 24h with units, such as 5m or 2m30s.
 	// +optional
 	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="recovery.registrationTimeout must be a duration from 1s to 24h written with units, such as \"5m\" or \"2m30s\" (a bare number such as \"600\" or words such as \"10 minutes\" are refused)"
 	RegistrationTimeout *metav1.Duration `json:"registrationTimeout,omitempty"`
 
 	// nodeLostTimeout is how long a runner pod may stay terminating (its node gone)
 	// before it is force-deleted.
+	// A duration from 1s to 24h with units, such as 5m or 10m.
 	// +optional
 	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="recovery.nodeLostTimeout must be a duration from 1s to 24h written with units, such as \"5m\" or \"10m\" (a bare number such as \"600\" or words such as \"10 minutes\" are refused)"
 	NodeLostTimeout *metav1.Duration `json:"nodeLostTimeout,omitempty"`
 }
 
@@ -130,12 +146,18 @@ type RunnerPoolSpec struct {
 
 	// labels are the runner's custom labels. A job lands in this pool when every label
 	// of its runs-on (case-insensitively) is one of these, self-hosted, or one of the
-	// runner's OS/architecture defaults.
+	// runner's OS/architecture defaults. Each label is 1 to 256 characters with no comma,
+	// no control character and no space at either end (GitHub splits labels on commas
+	// and trims them), and no two labels may differ only in case (GitHub compares labels
+	// case-insensitively). For example: [linux, x64, gpu].
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:XValidation:rule="!self.contains(',')",message="labels must not contain a comma: GitHub splits runner labels on commas; list each label as its own item, such as [linux, x64]"
+	// +kubebuilder:validation:items:XValidation:rule="self == self.trim() && !self.matches('[[:cntrl:]]')",message="labels must not start or end with a space or hold a control character: GitHub trims runner labels, so the runner would register another label than the one jobs ask for; for example \"gpu\""
+	// +kubebuilder:validation:XValidation:rule="self.all(l, self.filter(m, m.lowerAscii() == l.lowerAscii()).size() == 1)",message="labels must differ by more than case: GitHub compares labels case-insensitively, so \"GPU\" and \"gpu\" are the same label; keep one"
 	Labels []string `json:"labels,omitempty"`
 
 	// minIdle is how many idle runners are kept warm. 0 scales the pool to zero.
@@ -164,7 +186,13 @@ type RunnerPoolSpec struct {
 
 	// template is the pod each runner runs in. Its container named "runner" runs the
 	// GitHub Actions runner agent; Gantry passes it the JIT configuration from a Secret.
+	// Gantry sets the runner container's ACTIONS_RUNNER_INPUT_JITCONFIG and GANTRY_RUNNER_*
+	// variables and the pod's restartPolicy (Never: one job, then the pod is done), so
+	// the template may not set them: the API server refuses another restartPolicy, and a
+	// pool whose runner container sets one of those variables is not Ready (reason
+	// InvalidSpec) and creates no runner.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec.restartPolicy) || self.spec.restartPolicy == 'Never'",message="template.spec.restartPolicy must be left out or be Never: a runner runs one job and its pod is never restarted; remove restartPolicy"
 	// +kubebuilder:validation:XValidation:rule="self.spec.containers.exists(c, c.name == 'runner')",message="template.spec.containers must include a container named \"runner\": it runs the GitHub Actions runner agent"
 	Template corev1.PodTemplateSpec `json:"template"`
 }
@@ -177,27 +205,33 @@ type RunnerPoolStatus struct {
 
 	// queuedJobs are jobs routed to this pool that no runner has picked up yet.
 	// +optional
+	// +kubebuilder:default=0
 	QueuedJobs int32 `json:"queuedJobs"`
 
 	// desiredRunners is how many runners the pool wants alive now.
 	// +optional
+	// +kubebuilder:default=0
 	DesiredRunners int32 `json:"desiredRunners"`
 
 	// pendingRunners are runners not yet online on GitHub (registering, pod starting).
 	// +optional
+	// +kubebuilder:default=0
 	PendingRunners int32 `json:"pendingRunners"`
 
 	// idleRunners are online and waiting for a job.
 	// +optional
+	// +kubebuilder:default=0
 	IdleRunners int32 `json:"idleRunners"`
 
 	// busyRunners are running a job.
 	// +optional
+	// +kubebuilder:default=0
 	BusyRunners int32 `json:"busyRunners"`
 
 	// failedRunners are runners that ended in failure and are being cleaned up. They do
 	// not count against maxRunners.
 	// +optional
+	// +kubebuilder:default=0
 	FailedRunners int32 `json:"failedRunners"`
 
 	// conditions: Ready, ScalingUp, ScalingDown, Degraded.
@@ -233,6 +267,7 @@ type RepositoryActivity struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=rp;rpool,categories=gantry
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 57",message="metadata.name must be at most 57 characters: each runner, its pod and its GitHub registration are named NAME-xxxxx and labeled with NAME, and a label value holds at most 63; choose a shorter name, such as linux-x64"
 // +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=`.status.queuedJobs`,description="Jobs routed to the pool that no runner has picked up yet"
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredRunners`,description="Runners the pool wants alive now: busy + queued + minIdle, at most maxRunners"
 // +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pendingRunners`,description="Runners registering or whose pod is starting"
@@ -251,7 +286,12 @@ type RunnerPool struct {
 	// +required
 	Spec RunnerPoolSpec `json:"spec"`
 	// +optional
+	// +kubebuilder:default={}
 	Status RunnerPoolStatus `json:"status,omitempty"`
+
+	// DecodeError names the stored fields this version of Gantry could not decode, or
+	// is empty. Never stored: set when reading an object (see decode.go).
+	DecodeError string `json:"-"`
 }
 
 // RunnerPoolList is a list of RunnerPools.

@@ -273,8 +273,8 @@ func loadType(gd *ast.GenDecl, ts *ast.TypeSpec) (*Type, error) {
 			field.JSON = name
 			field.Inline = strings.Contains(","+opts+",", ",inline,")
 		}
-		if field.JSON == "-" {
-			continue
+		if field.JSON == "-" || (f.Tag == nil && len(f.Names) > 0 && !f.Names[0].IsExported()) {
+			continue // not serialized: neither in the API nor in its reference
 		}
 		t.Fields = append(t.Fields, field)
 	}

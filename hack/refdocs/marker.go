@@ -10,6 +10,7 @@ import (
 // is a bare name or name=value.
 var argMarkers = []string{
 	"kubebuilder:validation:XValidation",
+	"kubebuilder:validation:items:XValidation",
 	"kubebuilder:printcolumn",
 	"kubebuilder:resource",
 }

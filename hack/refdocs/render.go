@@ -258,7 +258,7 @@ func (r *renderer) validation(t *Type, f *Field) []string {
 				}
 				out = append(out, "one item per "+code(key))
 			}
-		case "kubebuilder:validation:XValidation":
+		case "kubebuilder:validation:XValidation", "kubebuilder:validation:items:XValidation":
 			rule := fmt.Sprintf("[rule](#%s-rules)", anchor(t.Name))
 			if rl, _ := m.Arg("rule"); rl == "self == oldSelf" {
 				rule = "immutable"
@@ -294,6 +294,11 @@ func (r *renderer) rules(t *Type) {
 			rl, _ := m.Arg("rule")
 			msg, _ := m.Arg("message")
 			rules = append(rules, rule{code(f.JSON), rl, msg})
+		}
+		for _, m := range Find(f.Markers, "kubebuilder:validation:items:XValidation") {
+			rl, _ := m.Arg("rule")
+			msg, _ := m.Arg("message")
+			rules = append(rules, rule{"each of " + code(f.JSON), rl, msg})
 		}
 	}
 	if len(rules) == 0 {

@@ -67,6 +67,14 @@ func (b *FailureBackoff) RecordSuccess(pool types.NamespacedName) {
 	delete(b.pools, pool)
 }
 
+// Forget drops what is known of a pool: it was deleted, and a pool created again under
+// its name starts with a clean record.
+func (b *FailureBackoff) Forget(pool types.NamespacedName) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.pools, pool)
+}
+
 // Get returns a pool's failure state.
 func (b *FailureBackoff) Get(pool types.NamespacedName) PoolFailures {
 	b.mu.Lock()

@@ -36,3 +36,19 @@ func TestFailureBackoff(t *testing.T) {
 		t.Errorf("after a success: %+v, want reset", got)
 	}
 }
+
+func TestFailureBackoffForgetsADeletedPool(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b := &FailureBackoff{Clock: clk, Threshold: 1, Base: time.Minute, Max: time.Hour}
+	pool := types.NamespacedName{Namespace: "ci", Name: "p"}
+	other := types.NamespacedName{Namespace: "ci", Name: "q"}
+	b.RecordFailure(pool, "PodDeleted", "gone")
+	b.RecordFailure(other, "PodDeleted", "gone")
+	b.Forget(pool)
+	if got := b.Get(pool); got.Consecutive != 0 || !got.Until.IsZero() {
+		t.Errorf("after Forget: %+v, want a clean record", got)
+	}
+	if got := b.Get(other); got.Consecutive != 1 {
+		t.Errorf("another pool's record: %+v, want it kept", got)
+	}
+}

@@ -15,7 +15,9 @@
 //   - Pods are watched (their runners' lives follow them), created and deleted, and
 //     read fresh (get) before a runner whose pod vanished is failed.
 //   - Secrets are never cached or listed: a runner's Secret is created, read (get) and
-//     deleted by name, and the credentials and webhook Secrets are read by name.
+//     deleted by name, and the credentials and webhook Secrets are read by name. A
+//     pool's credentials Secret is patched to add and remove the finalizer that keeps
+//     it while the pool's runners may need unregistering.
 //   - Events: events.k8s.io for the controllers' events (patch: an event series); core
 //     events for leader election's. Leases (get, create, update) for leader election;
 //     a standby reads the Lease to forward webhooks to the leader.
@@ -26,7 +28,7 @@ package controller
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools/status;runners/status,verbs=patch
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools/finalizers;runners/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update

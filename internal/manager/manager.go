@@ -180,7 +180,7 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 	failures := &controller.FailureBackoff{Clock: clk, Threshold: 3, Base: 30 * time.Second, Max: 10 * time.Minute}
 
 	if err := (&runnerpool.Reconciler{
-		Client: mgr.GetClient(), GitHub: resolver, Tracker: tracker, Failures: failures,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GitHub: resolver, Tracker: tracker, Failures: failures,
 		Events: mgr.GetEventRecorder("gantry-runnerpool"), Clock: clk, FailureThreshold: failures.Threshold,
 	}).SetupWithManager(mgr, opts.Concurrency); err != nil {
 		return nil, err

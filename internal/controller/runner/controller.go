@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
@@ -73,6 +74,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if !runner.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, runner)
 	}
+	if runner.DecodeError != "" {
+		// Stored with fields this version cannot read: acting on part of its status could
+		// register it twice or lose its job. Say so on it and leave it alone.
+		log.FromContext(ctx).Info("Runner cannot be read as stored; leaving it alone", "problem", runner.DecodeError)
+		r.Events.Eventf(runner, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalidSpec, "Reconcile",
+			"the stored runner has fields Gantry cannot read (%s); delete it to have it replaced", runner.DecodeError)
+		return reconcile.Result{}, nil
+	}
 	if !controllerutil.ContainsFinalizer(runner, v1alpha1.Finalizer) {
 		patch := ctrl.MergeFromWithOptions(runner.DeepCopy(), ctrl.MergeFromWithOptimisticLock{})
 		controllerutil.AddFinalizer(runner, v1alpha1.Finalizer)
@@ -91,6 +100,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 			return reconcile.Result{}, r.deleteRunner(ctx, runner)
 		}
 		return reconcile.Result{}, err
+	}
+
+	if pool.DecodeError != "" && runner.Status.PodName == "" {
+		// Part of the pool's spec cannot be read (its conditions say which): start no
+		// runner from the rest. Runners already running go on.
+		return reconcile.Result{RequeueAfter: time.Minute}, nil
 	}
 
 	s := &scope{runner: runner, pool: pool, before: runner.DeepCopy()}

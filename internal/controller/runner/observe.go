@@ -164,7 +164,8 @@ func (r *Reconciler) fail(ctx context.Context, s *scope, reason, message string)
 	})
 	r.Events.Eventf(s.runner, s.pool, corev1.EventTypeWarning, reason, "Fail", "%s", message)
 	runnerFailures.WithLabelValues(s.runner.Namespace, s.pool.Name, reason).Inc()
-	if !disrupted(reason, s.pod) {
+	if !disrupted(reason, s.pod) && s.pool.DeletionTimestamp.IsZero() {
+		// A pool being deleted loses its runners on purpose: none counts as a failure.
 		r.Failures.RecordFailure(s.poolKey(), reason, message)
 	}
 	if s.pod != nil && s.pod.DeletionTimestamp == nil {

@@ -3,6 +3,8 @@
 // the Runner controller does — and never retires a busy runner.
 //
 //	controller.go  Reconcile: get, finalizer, route, count, scale, status
+//	credentials.go the credentials Secret held (finalizer) while the pool uses it
+//	validate.go    a stored pool that cannot be used as it is (InvalidSpec)
 //	scale.go       desired count, creation with expectations, victim choice
 //	status.go      counts and conditions
 //	events.go      Warning and Normal events when the pool degrades and recovers
@@ -15,11 +17,13 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
@@ -34,18 +38,22 @@ const Finalizer = "gantry.dev/pool-drain"
 
 // Reconciler reconciles RunnerPools.
 type Reconciler struct {
-	Client   client.Client
-	GitHub   *controller.GitHubResolver
-	Tracker  *demand.Tracker
-	Failures *controller.FailureBackoff
-	Events   events.EventRecorder
-	Clock    clock.Clock
+	Client client.Client
+	// APIReader reads credentials Secrets, which the cache does not hold.
+	APIReader client.Reader
+	GitHub    *controller.GitHubResolver
+	Tracker   *demand.Tracker
+	Failures  *controller.FailureBackoff
+	Events    events.EventRecorder
+	Clock     clock.Clock
 	// FailureThreshold is how many failures in a row mark a pool Degraded.
 	FailureThreshold int
 
-	expectations expectations
-	routedMu     sync.Mutex
-	routed       map[types.NamespacedName]demand.Pool
+	expectations  expectations
+	credentialsMu sync.Mutex
+	credentials   credentialsGuard
+	routedMu      sync.Mutex
+	routed        map[types.NamespacedName]demand.Pool
 }
 
 // Reconcile scales one pool.
@@ -54,6 +62,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.unroute(req.NamespacedName)
+			r.Failures.Forget(req.NamespacedName)
 			forgetMetrics(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -71,6 +80,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, r.Client.Patch(ctx, pool, patch)
 	}
 
+	if err := r.guardCredentials(ctx, pool); err != nil {
+		// The pool works on; only the Secret's protection waits for the next reconcile.
+		log.FromContext(ctx).Error(err, "Holding the credentials secret")
+	}
+
 	before := pool.DeepCopy()
 	st := &state{pool: pool, runners: runners}
 	st.configErr = r.checkConfig(ctx, pool)
@@ -84,6 +98,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	st.demand = r.Tracker.Demand(req.NamespacedName)
 	st.failures = r.Failures.Get(req.NamespacedName)
 	st.desired = desired(pool.Spec, st.busy, st.demand.Queued)
+	if storedSpecError(pool) != nil {
+		// Part of the spec is unknown: hold the runners there are, neither create nor retire.
+		st.desired = st.active()
+	}
 	st.rebuilt = r.Tracker.Rebuilt()
 	st.recent = recentRepositories(pool.Status.RecentRepositories, r.Tracker.PoolRepos(req.NamespacedName), r.Clock.Now())
 
@@ -109,6 +127,12 @@ const configRecheck = 30 * time.Second
 
 // checkConfig says what the pool's owner must fix before runners can be created, or nil.
 func (r *Reconciler) checkConfig(ctx context.Context, pool *v1alpha1.RunnerPool) error {
+	if err := storedSpecError(pool); err != nil {
+		if c := meta.FindStatusCondition(pool.Status.Conditions, v1alpha1.ConditionDegraded); c == nil || c.Reason != v1alpha1.ReasonInvalidSpec {
+			log.FromContext(ctx).Info("Pool cannot be used as stored; it creates no runners until it is fixed", "message", err.Error())
+		}
+		return err
+	}
 	_, _, err := r.GitHub.For(ctx, pool)
 	return err
 }
@@ -179,8 +203,9 @@ func samePool(a, b demand.Pool) bool {
 }
 
 // drain retires a deleted pool's runners: idle and pending ones are deleted (the Runner
-// controller unregisters them), busy ones finish their job first. The finalizer goes
-// when no Runner is left.
+// controller unregisters them), busy ones finish their job first. When no Runner is
+// left, the credentials Secret is let go (unless another pool uses it), the pool's
+// failure record forgotten and the finalizer removed.
 func (r *Reconciler) drain(ctx context.Context, pool *v1alpha1.RunnerPool, runners []v1alpha1.Runner) (reconcile.Result, error) {
 	key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}
 	r.unroute(key)
@@ -201,6 +226,11 @@ func (r *Reconciler) drain(ctx context.Context, pool *v1alpha1.RunnerPool, runne
 		// Runner changes wake the pool; the requeue is a backstop.
 		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
 	}
+	// Every runner is unregistered: the credentials are no longer needed for this pool.
+	if err := r.releaseCredentials(ctx, pool); err != nil {
+		return reconcile.Result{}, err
+	}
+	r.Failures.Forget(key)
 	patch := client.MergeFromWithOptions(pool.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(pool, Finalizer)
 	return reconcile.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, pool, patch))

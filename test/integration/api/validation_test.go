@@ -4,6 +4,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
@@ -121,6 +124,16 @@ func TestValidRunnerPoolsAreAccepted(t *testing.T) {
 		{"warm pool", testutil.RunnerPool(ns, "warm").MinIdle(5).MaxRunners(5).Obj()},
 		{"paused pool", testutil.RunnerPool(ns, "paused").MaxRunners(0).Obj()},
 		{"registration token mode", testutil.RunnerPool(ns, "token").Mode(v1alpha1.RegistrationModeRegistrationToken).Obj()},
+		{"recovery at its bounds", withRecovery(testutil.RunnerPool(ns, "bounds").Obj(), v1alpha1.RecoverySpec{
+			PendingTimeout: dur(24 * time.Hour), ImagePullGracePeriod: dur(time.Second),
+			RegistrationTimeout: dur(90 * time.Minute), NodeLostTimeout: dur(1500 * time.Millisecond),
+		})},
+		{"labels GitHub takes", testutil.RunnerPool(ns, "labels").Labels("ubuntu-22.04", "gpu_a100", "my label", "x64").Obj()},
+		{"name of 57 characters", testutil.RunnerPool(ns, strings.Repeat("n", 57)).Obj()},
+		{"other env and restartPolicy Never", withTemplate(testutil.RunnerPool(ns, "env").Obj(), func(ps *corev1.PodSpec) {
+			ps.RestartPolicy = corev1.RestartPolicyNever
+			ps.Containers[0].Env = []corev1.EnvVar{{Name: "RUNNER_ALLOW_RUNASROOT", Value: "1"}, {Name: "GANTRY_RUNNER", Value: "prefix only"}}
+		})},
 		{"sidecar next to the runner", testutil.RunnerPool(ns, "dind").Containers(
 			corev1.Container{Name: "dind", Image: "docker:dind"},
 			corev1.Container{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest"},
@@ -194,6 +207,58 @@ func TestInvalidRunnerPoolsAreRefusedWithAMessageThatSaysWhatToFix(t *testing.T)
 			pool:         testutil.RunnerPool(ns, "empty-label").Labels("linux", "").Obj(),
 			wantMessages: []string{"spec.labels[1]", "at least 1 chars long"},
 		},
+		{
+			name:         "registrationTimeout of zero",
+			pool:         withRecovery(testutil.RunnerPool(ns, "zero").Obj(), v1alpha1.RecoverySpec{RegistrationTimeout: dur(0)}),
+			wantMessages: []string{"spec.recovery.registrationTimeout", "recovery.registrationTimeout must be a duration from 1s to 24h", `"5m"`},
+		},
+		{
+			name:         "pendingTimeout above a day",
+			pool:         withRecovery(testutil.RunnerPool(ns, "long").Obj(), v1alpha1.RecoverySpec{PendingTimeout: dur(25 * time.Hour)}),
+			wantMessages: []string{"spec.recovery.pendingTimeout", "from 1s to 24h"},
+		},
+		{
+			name:         "imagePullGracePeriod below a second",
+			pool:         withRecovery(testutil.RunnerPool(ns, "short").Obj(), v1alpha1.RecoverySpec{ImagePullGracePeriod: dur(500 * time.Millisecond)}),
+			wantMessages: []string{"spec.recovery.imagePullGracePeriod", "from 1s to 24h"},
+		},
+		{
+			name:         "negative nodeLostTimeout",
+			pool:         withRecovery(testutil.RunnerPool(ns, "negative").Obj(), v1alpha1.RecoverySpec{NodeLostTimeout: dur(-time.Minute)}),
+			wantMessages: []string{"spec.recovery.nodeLostTimeout"},
+		},
+		{
+			name:         "labels joined by a comma",
+			pool:         testutil.RunnerPool(ns, "comma").Labels("linux,x64").Obj(),
+			wantMessages: []string{"spec.labels[0]", "labels must not contain a comma", "[linux, x64]"},
+		},
+		{
+			name:         "label with a leading space",
+			pool:         testutil.RunnerPool(ns, "space").Labels(" gpu").Obj(),
+			wantMessages: []string{"spec.labels[0]", "must not start or end with a space"},
+		},
+		{
+			name:         "label with a control character",
+			pool:         testutil.RunnerPool(ns, "tab").Labels("gpu\tx").Obj(),
+			wantMessages: []string{"spec.labels[0]", "control character"},
+		},
+		{
+			name:         "labels that differ only in case",
+			pool:         testutil.RunnerPool(ns, "case").Labels("Linux", "x64", "linux").Obj(),
+			wantMessages: []string{"spec.labels", "labels must differ by more than case"},
+		},
+		{
+			name:         "name too long for the runners' names",
+			pool:         testutil.RunnerPool(ns, strings.Repeat("n", 58)).Obj(),
+			wantMessages: []string{"metadata.name must be at most 57 characters", "such as linux-x64"},
+		},
+		{
+			name: "restartPolicy Always",
+			pool: withTemplate(testutil.RunnerPool(ns, "restart").Obj(), func(ps *corev1.PodSpec) {
+				ps.RestartPolicy = corev1.RestartPolicyAlways
+			}),
+			wantMessages: []string{"spec.template", "template.spec.restartPolicy must be left out or be Never"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -248,9 +313,92 @@ func TestRunnerPhaseIsValidated(t *testing.T) {
 	}
 }
 
+// Durations a person writes by hand that Go cannot parse are refused at the door: once
+// stored, they could not be decoded.
+func TestDurationsWithoutUnitsAreRefused(t *testing.T) {
+	ns := env.Namespace(t)
+	for i, d := range []string{"600", "10 minutes", "1h 30m", "5M", "1d", "PT10M", ""} {
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(testutil.RunnerPool(ns, fmt.Sprintf("raw-%d", i)).Obj())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unstructured.SetNestedField(obj, d, "spec", "recovery", "pendingTimeout"); err != nil {
+			t.Fatal(err)
+		}
+		err = createRaw(t, obj)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.recovery.pendingTimeout") || !strings.Contains(err.Error(), "with units") {
+			t.Errorf("pendingTimeout %q: want an Invalid error naming spec.recovery.pendingTimeout and saying to use units, got %v", d, err)
+		}
+	}
+}
+
+// Counts never written show as 0 in `kubectl get runnerpools`, not as blanks.
+func TestStatusCountsReadAsZero(t *testing.T) {
+	ns := env.Namespace(t)
+	pool := testutil.RunnerPool(ns, "counts").Obj()
+	if err := env.Client.Create(ctx(t), pool); err != nil {
+		t.Fatal(err)
+	}
+	// What a controller writes first: a condition and nothing else.
+	raw := client.RawPatch(types.MergePatchType, []byte(`{"status":{"observedGeneration":1}}`))
+	if err := env.Client.Status().Patch(ctx(t), pool, raw); err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("RunnerPool"))
+	if err := env.Client.Get(ctx(t), client.ObjectKeyFromObject(pool), u); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"queuedJobs", "desiredRunners", "pendingRunners", "idleRunners", "busyRunners", "failedRunners"} {
+		v, found, err := unstructured.NestedInt64(u.Object, "status", f)
+		if err != nil || !found || v != 0 {
+			t.Errorf("status.%s = %v (found %v, %v), want 0", f, v, found, err)
+		}
+	}
+}
+
+func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+
+func withRecovery(p *v1alpha1.RunnerPool, r v1alpha1.RecoverySpec) *v1alpha1.RunnerPool {
+	p.Spec.Recovery = r
+	return p
+}
+
+func withTemplate(p *v1alpha1.RunnerPool, mutate func(*corev1.PodSpec)) *v1alpha1.RunnerPool {
+	mutate(&p.Spec.Template.Spec)
+	return p
+}
+
 // createRaw creates an object from its JSON form, so that fields the Go types would
 // always send (such as maxRunners) can be left out and the server's defaults observed.
 func createRaw(t *testing.T, obj map[string]any) error {
 	t.Helper()
 	return env.Client.Create(ctx(t), &unstructured.Unstructured{Object: obj})
+}
+
+// `kubectl explain runnerpool.spec` prints Gantry's field docs: the installed CRD keeps
+// them, and leaves out those of the embedded pod template.
+func TestCRDCarriesGantrysFieldDocs(t *testing.T) {
+	crd := &unstructured.Unstructured{}
+	crd.SetAPIVersion("apiextensions.k8s.io/v1")
+	crd.SetKind("CustomResourceDefinition")
+	if err := env.Client.Get(ctx(t), client.ObjectKey{Name: "runnerpools.gantry.dev"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	if len(versions) == 0 {
+		t.Fatal("the CRD has no versions")
+	}
+	spec := []string{"schema", "openAPIV3Schema", "properties", "spec", "properties"}
+	v := versions[0].(map[string]any)
+	for _, path := range [][]string{{"recovery", "properties", "pendingTimeout"}, {"labels"}, {"template"}} {
+		desc, _, _ := unstructured.NestedString(v, append(append(append([]string{}, spec...), path...), "description")...)
+		if desc == "" {
+			t.Errorf("spec.%s has no description", strings.Join(path, "."))
+		}
+	}
+	podSpec := append(append([]string{}, spec...), "template", "properties", "spec", "description")
+	if desc, found, _ := unstructured.NestedString(v, podSpec...); found {
+		t.Errorf("the pod template keeps its descriptions (spec.template.spec: %.60q…): the CRD grows by the whole pod documentation", desc)
+	}
 }

@@ -1,0 +1,173 @@
+package runnerpool
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+)
+
+// How often a held credentials Secret is looked at again (someone may have removed the
+// finalizer by hand), and how soon one that could not be held (not created yet).
+const (
+	credentialsRecheck     = 10 * time.Minute
+	credentialsRetryUnheld = 30 * time.Second
+)
+
+// credentialsGuard remembers which credentials Secrets were seen held, so that a pool
+// reconcile reads a Secret only now and then.
+type credentialsGuard struct {
+	checked map[types.NamespacedName]credentialsCheck
+}
+
+type credentialsCheck struct {
+	at   time.Time
+	held bool
+}
+
+// guardCredentials keeps the pool's credentials Secret from going away under its
+// runners: it adds CredentialsFinalizer to the Secret and names the Secret in the
+// pool's AnnotationCredentialsSecret. Contract: a Secret deleted while a pool uses it
+// stays (Terminating, still readable) until no pool names it — the pools' runners can
+// still be unregistered from GitHub; a Secret the pool no longer names is let go once no
+// other pool names it. A Secret that does not exist yet is looked for again later.
+func (r *Reconciler) guardCredentials(ctx context.Context, pool *v1alpha1.RunnerPool) error {
+	want := pool.Spec.GitHub.CredentialsSecretRef.Name
+	if want == "" {
+		return nil // undecodable: reported as InvalidSpec
+	}
+	key := types.NamespacedName{Namespace: pool.Namespace, Name: want}
+	had := pool.Annotations[v1alpha1.AnnotationCredentialsSecret]
+	if had != want || r.credentialsDue(key) {
+		if err := r.holdSecret(ctx, key); err != nil {
+			return err
+		}
+	}
+	if had == want {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(pool.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if pool.Annotations == nil {
+		pool.Annotations = map[string]string{}
+	}
+	pool.Annotations[v1alpha1.AnnotationCredentialsSecret] = want
+	if err := r.Client.Patch(ctx, pool, patch); err != nil {
+		return fmt.Errorf("recording the pool's credentials secret: %w", err)
+	}
+	if had != "" {
+		return r.releaseSecret(ctx, pool, had)
+	}
+	return nil
+}
+
+func (r *Reconciler) credentialsDue(key types.NamespacedName) bool {
+	r.credentialsMu.Lock()
+	defer r.credentialsMu.Unlock()
+	c, ok := r.credentials.checked[key]
+	if !ok {
+		return true
+	}
+	wait := credentialsRetryUnheld
+	if c.held {
+		wait = credentialsRecheck
+	}
+	return r.Clock.Since(c.at) >= wait
+}
+
+func (r *Reconciler) credentialsSeen(key types.NamespacedName, held bool) {
+	r.credentialsMu.Lock()
+	defer r.credentialsMu.Unlock()
+	if r.credentials.checked == nil {
+		r.credentials.checked = map[types.NamespacedName]credentialsCheck{}
+	}
+	r.credentials.checked[key] = credentialsCheck{at: r.Clock.Now(), held: held}
+}
+
+// holdSecret adds CredentialsFinalizer to the Secret unless it has it, does not exist
+// or is already being deleted (no finalizer can be added then).
+func (r *Reconciler) holdSecret(ctx context.Context, key types.NamespacedName) error {
+	s := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, key, s)
+	switch {
+	case apierrors.IsNotFound(err):
+		r.credentialsSeen(key, false)
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading credentials secret %s: %w", key, err)
+	case controllerutil.ContainsFinalizer(s, v1alpha1.CredentialsFinalizer):
+		r.credentialsSeen(key, true)
+		return nil
+	case !s.DeletionTimestamp.IsZero():
+		r.credentialsSeen(key, false)
+		return nil
+	}
+	log.FromContext(ctx).V(1).Info("Holding the credentials secret while the pool uses it", "secret", key.Name)
+	patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.AddFinalizer(s, v1alpha1.CredentialsFinalizer)
+	if err := r.Client.Patch(ctx, s, patch); err != nil {
+		return fmt.Errorf("holding credentials secret %s: %w", key, client.IgnoreNotFound(err))
+	}
+	r.credentialsSeen(key, true)
+	return nil
+}
+
+// releaseSecret removes CredentialsFinalizer from the named Secret of the pool's
+// namespace, unless another pool names it (in its spec or as the Secret it holds).
+func (r *Reconciler) releaseSecret(ctx context.Context, pool *v1alpha1.RunnerPool, name string) error {
+	var pools v1alpha1.RunnerPoolList
+	if err := r.Client.List(ctx, &pools, client.InNamespace(pool.Namespace)); err != nil {
+		return fmt.Errorf("listing the pools that may use secret %s: %w", name, err)
+	}
+	for i := range pools.Items {
+		other := &pools.Items[i]
+		if other.Name == pool.Name {
+			continue
+		}
+		if other.Spec.GitHub.CredentialsSecretRef.Name == name || other.Annotations[v1alpha1.AnnotationCredentialsSecret] == name {
+			return nil
+		}
+	}
+	key := types.NamespacedName{Namespace: pool.Namespace, Name: name}
+	s := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, key, s); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !controllerutil.ContainsFinalizer(s, v1alpha1.CredentialsFinalizer) {
+		return nil
+	}
+	log.FromContext(ctx).V(1).Info("Letting the credentials secret go: no pool uses it", "secret", name)
+	patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(s, v1alpha1.CredentialsFinalizer)
+	if err := r.Client.Patch(ctx, s, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("letting credentials secret %s go: %w", key, err)
+	}
+	r.credentialsMu.Lock()
+	delete(r.credentials.checked, key)
+	r.credentialsMu.Unlock()
+	return nil
+}
+
+// releaseCredentials lets go of the Secrets a drained pool held.
+func (r *Reconciler) releaseCredentials(ctx context.Context, pool *v1alpha1.RunnerPool) error {
+	names := []string{pool.Spec.GitHub.CredentialsSecretRef.Name}
+	if held := pool.Annotations[v1alpha1.AnnotationCredentialsSecret]; held != names[0] {
+		names = append(names, held)
+	}
+	for _, name := range names {
+		if name == "" {
+			continue
+		}
+		if err := r.releaseSecret(ctx, pool, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
