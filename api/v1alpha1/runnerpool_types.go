@@ -123,20 +123,35 @@ func (r RecoverySpec) NodeLostTimeoutOrDefault() time.Duration {
 
 // RunnerPoolSpec is the desired state of a RunnerPool.
 // +kubebuilder:validation:XValidation:rule="self.maxRunners >= self.minIdle",message="maxRunners must be greater than or equal to minIdle: raise maxRunners or lower minIdle"
+// +kubebuilder:validation:XValidation:rule="!has(self.noDefaultLabels) || !self.noDefaultLabels || (has(self.labels) && size(self.labels) > 0)",message="noDefaultLabels: true needs at least one entry in labels: a runner registered without any label can take no job"
+// +kubebuilder:validation:XValidation:rule="(has(self.noDefaultLabels) && self.noDefaultLabels) || !has(self.template.spec) || !has(self.template.spec.nodeSelector) || !('kubernetes.io/os' in self.template.spec.nodeSelector) || self.template.spec.nodeSelector['kubernetes.io/os'] in ['linux', 'windows', 'darwin']",message="template.spec.nodeSelector kubernetes.io/os must be linux, windows or darwin: the runner registers it as its OS label (linux, windows, macOS); or set noDefaultLabels: true"
+// +kubebuilder:validation:XValidation:rule="(has(self.noDefaultLabels) && self.noDefaultLabels) || !has(self.template.spec) || !has(self.template.spec.nodeSelector) || !('kubernetes.io/arch' in self.template.spec.nodeSelector) || self.template.spec.nodeSelector['kubernetes.io/arch'] in ['amd64', 'arm64', 'arm']",message="template.spec.nodeSelector kubernetes.io/arch must be amd64, arm64 or arm: the runner registers it as its architecture label (x64, ARM64, ARM); or set noDefaultLabels: true"
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec) || !has(self.template.spec.os) || !has(self.template.spec) || !has(self.template.spec.nodeSelector) || !('kubernetes.io/os' in self.template.spec.nodeSelector) || self.template.spec.nodeSelector['kubernetes.io/os'] == self.template.spec.os.name",message="template.spec.os.name and template.spec.nodeSelector kubernetes.io/os disagree: set both to the same OS"
+// +kubebuilder:validation:XValidation:rule="(has(self.noDefaultLabels) && self.noDefaultLabels) || !has(self.labels) || size(self.labels) <= 97",message="labels can have at most 97 entries besides the default labels self-hosted, OS and architecture (GitHub takes at most 100 per runner): remove some, or set noDefaultLabels: true"
 type RunnerPoolSpec struct {
 	// github says where the runners register and with which credentials.
 	// +required
 	GitHub GitHubSpec `json:"github"`
 
-	// labels are the runner's custom labels. A job lands in this pool when every label
-	// of its runs-on (case-insensitively) is one of these, self-hosted, or one of the
-	// runner's OS/architecture defaults.
+	// labels are the runner's custom labels. Each runner registers them after its
+	// default labels: self-hosted, its operating system (linux, windows or macOS) and its
+	// architecture (x64, ARM64 or ARM), read from the template's kubernetes.io/os and
+	// kubernetes.io/arch nodeSelector and spec.os.name, and linux and x64 where the
+	// template pins neither (the pod is then pinned there). A job lands in this pool
+	// when every label of its runs-on, compared case-insensitively, is one the runner
+	// registers.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=256
 	Labels []string `json:"labels,omitempty"`
+
+	// noDefaultLabels registers the runners with only labels, without self-hosted and
+	// the OS and architecture labels, as config.sh --no-default-labels does: a job whose
+	// runs-on is just [self-hosted] then never lands here. labels must not be empty.
+	// +optional
+	NoDefaultLabels bool `json:"noDefaultLabels,omitempty"`
 
 	// minIdle is how many idle runners are kept warm. 0 scales the pool to zero.
 	// +optional
