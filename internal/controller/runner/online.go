@@ -49,11 +49,11 @@ func (r *Reconciler) checkOnline(ctx context.Context, s *scope, since time.Time)
 		Message: "the runner's pod is running; waiting for GitHub to list the runner online", ObservedGeneration: s.runner.Generation,
 	})
 	now := r.Clock.Now()
-	if wait := onlineFirstCheck - now.Sub(since); wait > 0 {
-		return reconcile.Result{RequeueAfter: wait}, false, nil
-	}
 	timeout := s.pool.Spec.Recovery.RegistrationTimeoutOrDefault()
 	deadline := since.Add(timeout)
+	if wait := min(onlineFirstCheck, timeout) - now.Sub(since); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, false, nil
+	}
 	var notBefore time.Time
 	if !now.Before(deadline) {
 		notBefore = deadline // the verdict needs a listing taken after the deadline
