@@ -9,9 +9,10 @@ import (
 type RunnerPhase string
 
 const (
-	// RunnerPending: registering with GitHub or waiting for its pod to come online.
+	// RunnerPending: registering with GitHub, its pod starting, or its pod running while
+	// GitHub does not list the runner online yet (condition Online False).
 	RunnerPending RunnerPhase = "Pending"
-	// RunnerIdle: online on GitHub, waiting for a job.
+	// RunnerIdle: GitHub lists the runner online, and it waits for a job.
 	RunnerIdle RunnerPhase = "Idle"
 	// RunnerBusy: running a job. A busy runner is never deleted by a scale-down.
 	RunnerBusy RunnerPhase = "Busy"
@@ -95,7 +96,8 @@ type RunnerStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=gantry
 // +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.poolName`,description="The RunnerPool the runner belongs to"
-// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Pending, Idle, Busy, Succeeded, Failed or Deleting"
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Pending (registering, pod starting, or not yet online on GitHub), Idle, Busy, Succeeded, Failed or Deleting"
+// +kubebuilder:printcolumn:name="Online",type=string,JSONPath=`.status.conditions[?(@.type=="Online")].status`,description="True once GitHub lists the runner online (or it took a job); False while its pod runs and GitHub does not list it online yet"
 // +kubebuilder:printcolumn:name="Job",type=integer,JSONPath=`.status.job.id`,description="The id of the workflow job the runner runs"
 // +kubebuilder:printcolumn:name="Repository",type=string,JSONPath=`.status.job.repository`,priority=1,description="The job's repository, OWNER/REPO"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,description="Why the runner failed"

@@ -139,17 +139,26 @@ func (r RecoverySpec) NodeLostTimeoutOrDefault() time.Duration {
 
 // RunnerPoolSpec is the desired state of a RunnerPool.
 // +kubebuilder:validation:XValidation:rule="self.maxRunners >= self.minIdle",message="maxRunners must be greater than or equal to minIdle: raise maxRunners or lower minIdle"
+// +kubebuilder:validation:XValidation:rule="!has(self.noDefaultLabels) || !self.noDefaultLabels || (has(self.labels) && size(self.labels) > 0)",message="noDefaultLabels: true needs at least one entry in labels: a runner registered without any label can take no job"
+// +kubebuilder:validation:XValidation:rule="(has(self.noDefaultLabels) && self.noDefaultLabels) || !has(self.template.spec) || !has(self.template.spec.nodeSelector) || !('kubernetes.io/os' in self.template.spec.nodeSelector) || self.template.spec.nodeSelector['kubernetes.io/os'] in ['linux', 'windows', 'darwin']",message="template.spec.nodeSelector kubernetes.io/os must be linux, windows or darwin: the runner registers it as its OS label (linux, windows, macOS); or set noDefaultLabels: true"
+// +kubebuilder:validation:XValidation:rule="(has(self.noDefaultLabels) && self.noDefaultLabels) || !has(self.template.spec) || !has(self.template.spec.nodeSelector) || !('kubernetes.io/arch' in self.template.spec.nodeSelector) || self.template.spec.nodeSelector['kubernetes.io/arch'] in ['amd64', 'arm64', 'arm']",message="template.spec.nodeSelector kubernetes.io/arch must be amd64, arm64 or arm: the runner registers it as its architecture label (x64, ARM64, ARM); or set noDefaultLabels: true"
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec) || !has(self.template.spec.os) || !has(self.template.spec) || !has(self.template.spec.nodeSelector) || !('kubernetes.io/os' in self.template.spec.nodeSelector) || self.template.spec.nodeSelector['kubernetes.io/os'] == self.template.spec.os.name",message="template.spec.os.name and template.spec.nodeSelector kubernetes.io/os disagree: set both to the same OS"
+// +kubebuilder:validation:XValidation:rule="(has(self.noDefaultLabels) && self.noDefaultLabels) || !has(self.labels) || size(self.labels) <= 97",message="labels can have at most 97 entries besides the default labels self-hosted, OS and architecture (GitHub takes at most 100 per runner): remove some, or set noDefaultLabels: true"
 type RunnerPoolSpec struct {
 	// github says where the runners register and with which credentials.
 	// +required
 	GitHub GitHubSpec `json:"github"`
 
-	// labels are the runner's custom labels. A job lands in this pool when every label
-	// of its runs-on (case-insensitively) is one of these, self-hosted, or one of the
-	// runner's OS/architecture defaults. Each label is 1 to 256 characters with no comma,
-	// no control character and no space at either end (GitHub splits labels on commas
-	// and trims them), and no two labels may differ only in case (GitHub compares labels
-	// case-insensitively). For example: [linux, x64, gpu].
+	// labels are the runner's custom labels. Each runner registers them after its
+	// default labels: self-hosted, its operating system (linux, windows or macOS) and its
+	// architecture (x64, ARM64 or ARM), read from the template's kubernetes.io/os and
+	// kubernetes.io/arch nodeSelector and spec.os.name, and linux and x64 where the
+	// template pins neither (the pod is then pinned there). A job lands in this pool
+	// when every label of its runs-on, compared case-insensitively, is one the runner
+	// registers. Each label is 1 to 256 characters with no comma, no control character
+	// and no space at either end (GitHub splits labels on commas and trims them), and no
+	// two labels may differ only in case (GitHub compares labels case-insensitively).
+	// For example: [gpu, large].
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=100
@@ -159,6 +168,12 @@ type RunnerPoolSpec struct {
 	// +kubebuilder:validation:items:XValidation:rule="self == self.trim() && !self.matches('[[:cntrl:]]')",message="labels must not start or end with a space or hold a control character: GitHub trims runner labels, so the runner would register another label than the one jobs ask for; for example \"gpu\""
 	// +kubebuilder:validation:XValidation:rule="self.all(l, self.filter(m, m.lowerAscii() == l.lowerAscii()).size() == 1)",message="labels must differ by more than case: GitHub compares labels case-insensitively, so \"GPU\" and \"gpu\" are the same label; keep one"
 	Labels []string `json:"labels,omitempty"`
+
+	// noDefaultLabels registers the runners with only labels, without self-hosted and
+	// the OS and architecture labels, as config.sh --no-default-labels does: a job whose
+	// runs-on is just [self-hosted] then never lands here. labels must not be empty.
+	// +optional
+	NoDefaultLabels bool `json:"noDefaultLabels,omitempty"`
 
 	// minIdle is how many idle runners are kept warm. 0 scales the pool to zero.
 	// +optional

@@ -13,7 +13,7 @@ func TestPoolReposAndRebuilt(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	router := NewRouter()
 	pool := types.NamespacedName{Namespace: "ci", Name: "org"}
-	router.SetPool(Pool{Key: pool, Kind: ScopeOrganization, Host: "github.com", Owner: "acme", Labels: []string{"linux"}})
+	router.SetPool(Pool{Key: pool, Kind: ScopeOrganization, Host: "github.com", Owner: "acme", Labels: []string{"self-hosted", "linux", "x64"}})
 	tr := NewTracker(router, clk)
 	if tr.Rebuilt() {
 		t.Fatal("a new Tracker says its demand was rebuilt")

@@ -30,7 +30,8 @@ type Pool struct {
 	// Owner and Repo for repository scope, Owner for organization scope,
 	// Enterprise for enterprise scope.
 	Owner, Repo, Enterprise string
-	// Labels are the pool's runner labels; self-hosted is implied.
+	// Labels are the labels the pool's runners register with GitHub, defaults
+	// included (v1alpha1.RunnerPoolSpec.RunnerLabels): nothing is implied.
 	Labels []string
 }
 
@@ -43,9 +44,11 @@ type routedPool struct {
 // scope contains the job's repository and whose labels cover the job's runs-on:
 //
 //  1. A job matches a pool when every label of its runs-on, compared
-//     case-insensitively, is self-hosted or one of the pool's labels, and the job's
-//     repository is in the pool's scope (same host; the repository itself, its
-//     owner organization, or the enterprise the payload names).
+//     case-insensitively, is one its runners register (Pool.Labels: self-hosted, OS
+//     and architecture unless the pool opts out, then its own), as GitHub matches a
+//     job to a runner, and the job's repository is in the pool's scope (same host;
+//     the repository itself, its owner organization, or the enterprise the payload
+//     names).
 //  2. Among matching pools the most specific scope wins: repository, then
 //     organization, then enterprise.
 //  3. Then the pool with the fewest labels: the closest fit, so a general job does
@@ -130,11 +133,7 @@ func (p *routedPool) matches(j Job) bool {
 		return false
 	}
 	for _, l := range j.Labels {
-		n := normalizeLabel(l)
-		if n == "self-hosted" {
-			continue
-		}
-		if _, ok := p.labels[n]; !ok {
+		if _, ok := p.labels[normalizeLabel(l)]; !ok {
 			return false
 		}
 	}

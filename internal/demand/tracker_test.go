@@ -27,7 +27,7 @@ func (r *recorder) take() []PoolKey {
 func newTestTracker(t *testing.T) (*Tracker, *clocktesting.FakeClock, *recorder) {
 	t.Helper()
 	r := NewRouter()
-	r.SetPool(Pool{Key: key("linux"), Kind: ScopeOrganization, Host: "github.com", Owner: "acme", Labels: []string{"linux"}})
+	r.SetPool(Pool{Key: key("linux"), Kind: ScopeOrganization, Host: "github.com", Owner: "acme", Labels: []string{"self-hosted", "linux", "x64"}})
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	tr := NewTracker(r, clk)
 	rec := &recorder{}
@@ -84,7 +84,7 @@ func TestTrackerReroutesWhenAPoolAppears(t *testing.T) {
 		t.Fatalf("queued before the pool exists = %d", got)
 	}
 	rec.take()
-	tr.Router().SetPool(Pool{Key: key("gpu"), Kind: ScopeOrganization, Host: "github.com", Owner: "acme", Labels: []string{"gpu"}})
+	tr.Router().SetPool(Pool{Key: key("gpu"), Kind: ScopeOrganization, Host: "github.com", Owner: "acme", Labels: []string{"self-hosted", "linux", "x64", "gpu"}})
 	tr.Reroute()
 	if got := tr.Demand(key("gpu")).Queued; got != 1 {
 		t.Errorf("queued after the pool appears = %d, want 1", got)

@@ -38,6 +38,13 @@ type Client interface {
 	// only the runner with exactly that name. Read-only.
 	ListRunners(ctx context.Context, scope Scope, name string) ([]Runner, error)
 
+	// ListAllRunners returns every runner of the scope, and how many pages (requests)
+	// that took. Each page is a conditional request: the client keeps the last answer
+	// per scope and sends its ETag as If-None-Match, so a page GitHub has not changed
+	// comes back 304 Not Modified — not counted against the rate limit — and is served
+	// from that copy. Read-only.
+	ListAllRunners(ctx context.Context, scope Scope) ([]Runner, int, error)
+
 	// DeleteRunner unregisters the runner. Idempotent in effect: a runner that is
 	// already gone returns NotFound, which callers treat as done. A runner that is
 	// running a job returns Busy and is left alone.

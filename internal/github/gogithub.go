@@ -70,6 +70,8 @@ func NewClient(creds Credentials, opts Options) (Client, error) {
 		hosts:     map[string]*hostClient{},
 		regTokens: map[Scope]RegistrationToken{},
 		groups:    map[Scope]groupCache{},
+
+		runnerPages: map[Scope][]runnerPage{},
 	}, nil
 }
 
@@ -84,6 +86,8 @@ type client struct {
 	// groupFlight shares one runner-group listing among concurrent lookups of a scope.
 	groupFlight singleflight.Group
 	groups      map[Scope]groupCache
+	// runnerPages are the pages of each scope's last full runner list, with their ETags.
+	runnerPages map[Scope][]runnerPage
 }
 
 // hostClient talks to one API host. Its rate-limit state is shared by all scopes there.

@@ -4,6 +4,7 @@
 //	register.go  JIT configuration from GitHub → a Secret the Runner owns
 //	pod.go       the runner pod, reading the JIT configuration from that Secret
 //	observe.go   pod and job state → phase; failure detection with reasons
+//	online.go    Pending until GitHub lists the runner online, from one listing per scope
 //	finalize.go  unregister from GitHub (a busy runner is kept), delete pod and Secret
 //
 // ownwrites.go keeps a reconcile from acting on a cached Runner older than the
@@ -43,6 +44,7 @@ type Reconciler struct {
 	FailedRetention time.Duration
 
 	writes ownWrites
+	online onlineRunners
 }
 
 // scope is one reconcile's working set.

@@ -15,11 +15,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
-	"github.com/gantry-dev/gantry/internal/github"
 )
 
 // observe reads the pod and the job the Tracker saw start, and sets the phase: Pending
-// until the runner container runs, Busy once GitHub said it took a job, Idle otherwise.
+// until the runner container runs and GitHub lists the runner online (checkOnline, in
+// online.go), Busy once GitHub said it took a job, Idle otherwise.
 // Contract: a runner that cannot recover is failed with a reason a person can act on,
 // as soon as that is certain and never earlier than its pool's recovery timeouts say;
 // a finished runner is completed. It requeues for the next deadline it is waiting on.
@@ -69,9 +69,9 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (reconcile.Result, b
 	case corev1.PodRunning:
 		if hasJob {
 			s.runner.Status.Phase = v1alpha1.RunnerBusy
+			setOnline(s, "the runner took a job")
 			return reconcile.Result{}, true, nil
 		}
-		s.runner.Status.Phase = v1alpha1.RunnerIdle
 		return r.checkOnline(ctx, s, runningSince(pod))
 	}
 
@@ -97,56 +97,6 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (reconcile.Result, b
 		return reconcile.Result{RequeueAfter: left}, false, nil
 	}
 	return reconcile.Result{}, false, nil
-}
-
-// checkOnline fails a runner whose pod has run for registrationTimeout without it taking
-// a job, if GitHub does not have it online. One GitHub call per such runner, once.
-func (r *Reconciler) checkOnline(ctx context.Context, s *scope, since time.Time) (reconcile.Result, bool, error) {
-	if meta.IsStatusConditionTrue(s.runner.Status.Conditions, ConditionOnline) {
-		return reconcile.Result{}, true, nil
-	}
-	timeout := s.pool.Spec.Recovery.RegistrationTimeoutOrDefault()
-	if left := timeout - r.Clock.Since(since); left > 0 {
-		return reconcile.Result{RequeueAfter: left}, false, nil
-	}
-	gh, sc, err := r.GitHub.For(ctx, s.pool)
-	if err != nil {
-		return r.waitOn(s, err)
-	}
-	gr, err := r.lookupRunner(ctx, gh, sc, s)
-	switch {
-	case github.IsNotFound(err):
-	case err != nil:
-		return r.waitOn(s, err)
-	case gr.Status == github.RunnerOnline:
-		s.runner.Status.GitHubRunnerID = gr.ID
-		meta.SetStatusCondition(&s.runner.Status.Conditions, metav1.Condition{
-			Type: ConditionOnline, Status: metav1.ConditionTrue, Reason: "Online",
-			Message: "the runner is online on GitHub", ObservedGeneration: s.runner.Generation,
-		})
-		return reconcile.Result{}, true, nil
-	}
-	return r.fail(ctx, s, v1alpha1.ReasonRegistrationTimeout, fmt.Sprintf(
-		"the runner pod ran for %s but the runner never came online on GitHub; check the runner container's logs and its network access to GitHub", humanDuration(timeout)))
-}
-
-// lookupRunner reads the runner's registration on GitHub: by id, or, for a runner that
-// registered itself with the pool's token and has not yet taken a job (no id known), by
-// name. A runner GitHub does not have is a NotFound error either way.
-func (r *Reconciler) lookupRunner(ctx context.Context, gh github.Client, sc github.Scope, s *scope) (github.Runner, error) {
-	if id := s.runner.Status.GitHubRunnerID; id != 0 {
-		return gh.GetRunner(ctx, sc, id)
-	}
-	found, err := gh.ListRunners(ctx, sc, s.runner.Name)
-	if err != nil {
-		return github.Runner{}, err
-	}
-	for _, gr := range found {
-		if gr.Name == s.runner.Name {
-			return gr, nil
-		}
-	}
-	return github.Runner{}, github.NewNotFoundError("no runner named "+s.runner.Name, nil)
 }
 
 // fail ends a runner that cannot recover: phase Failed with a reason and a message, a

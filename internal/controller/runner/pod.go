@@ -118,6 +118,8 @@ func buildPod(runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) *corev1.Pod {
 	pod.Labels[v1alpha1.LabelRunner] = runner.Name
 	// One job, then the pod is done: never restart the runner in place.
 	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	// The runner registers the OS and architecture labels: run it where they are true.
+	pool.Spec.PinPlatform(&pod.Spec)
 	applySecurityDefaults(&pod.Spec)
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
@@ -187,7 +189,7 @@ func tokenEnv(runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) []corev1.EnvVa
 		secretEnv(EnvRunnerToken, runner.Name, RegistrationTokenKey),
 		{Name: EnvRunnerURL, Value: strings.TrimRight(pool.Spec.GitHub.URL, "/")},
 		{Name: EnvRunnerName, Value: runner.Name},
-		{Name: EnvRunnerLabels, Value: strings.Join(runnerLabels(pool.Spec.Labels), ",")},
+		{Name: EnvRunnerLabels, Value: strings.Join(pool.Spec.RunnerLabels(), ",")},
 		{Name: EnvRunnerGroup, Value: pool.Spec.GitHub.RunnerGroup},
 		{Name: EnvRunnerEphemeral, Value: "true"},
 	}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -82,7 +80,7 @@ func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, 
 	jit, err := gh.GenerateJITConfig(ctx, sc, github.JITConfigRequest{
 		Name:          s.runner.Name,
 		RunnerGroupID: group,
-		Labels:        runnerLabels(s.pool.Spec.Labels),
+		Labels:        s.pool.Spec.RunnerLabels(),
 	})
 	if github.IsAlreadyExists(err) {
 		// Registered before, but its Secret was never written: the JIT configuration is
@@ -193,15 +191,4 @@ func (r *Reconciler) waitOn(s *scope, err error) (reconcile.Result, bool, error)
 		return reconcile.Result{RequeueAfter: configRetry}, false, nil
 	}
 	return reconcile.Result{}, false, err
-}
-
-// runnerLabels is what a runner registers with: self-hosted plus the pool's labels.
-func runnerLabels(pool []string) []string {
-	out := []string{"self-hosted"}
-	for _, l := range pool {
-		if !slices.ContainsFunc(out, func(o string) bool { return strings.EqualFold(o, l) }) {
-			out = append(out, l)
-		}
-	}
-	return out
 }

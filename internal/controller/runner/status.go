@@ -10,7 +10,9 @@ import (
 
 // Runner condition types.
 const (
-	// ConditionOnline is True once GitHub was seen to have the runner online.
+	// ConditionOnline is True once GitHub was seen to have the runner online (listed
+	// online, or given a job); False, reason WaitingForGitHub, while its pod runs and
+	// GitHub does not list it online yet.
 	ConditionOnline = "Online"
 	// ConditionFailed is True when the runner failed; its reason is status.reason.
 	ConditionFailed = "Failed"

@@ -154,7 +154,7 @@ func (r *Reconciler) route(pool *v1alpha1.RunnerPool) {
 	}
 	p := demand.Pool{
 		Key: types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}, Host: sc.Host,
-		Owner: sc.Owner, Repo: sc.Repo, Enterprise: sc.Enterprise, Labels: pool.Spec.Labels,
+		Owner: sc.Owner, Repo: sc.Repo, Enterprise: sc.Enterprise, Labels: pool.Spec.RunnerLabels(),
 	}
 	switch sc.Kind {
 	case github.ScopeRepository:

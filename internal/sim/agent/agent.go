@@ -340,14 +340,16 @@ func (a *Agents) register(ctx context.Context, p *corev1.Pod, token string) (*ru
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("the runner container has no usable %s", runner.EnvRunnerURL)
 	}
+	// The documented command passes --no-default-labels: GANTRY_RUNNER_LABELS holds every
+	// label the runner registers, defaults included.
 	var labels []string
 	for _, l := range strings.Split(env[runner.EnvRunnerLabels], ",") {
-		if l != "" && !strings.EqualFold(l, "self-hosted") {
+		if l != "" {
 			labels = append(labels, l)
 		}
 	}
 	rc, err := runnerapi.Register(ctx, u.Scheme+"://"+u.Host, runnerapi.RegisterRequest{
-		Token: token, Name: env[runner.EnvRunnerName], Labels: labels,
+		Token: token, Name: env[runner.EnvRunnerName], Labels: labels, NoDefaultLabels: true,
 		RunnerGroup: env[runner.EnvRunnerGroup], Ephemeral: env[runner.EnvRunnerEphemeral] == "true",
 	}, a.http)
 	if err != nil {

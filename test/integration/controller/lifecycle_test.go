@@ -149,6 +149,7 @@ func TestWarmPoolScalesToZeroAndUnregisters(t *testing.T) {
 	})
 	for _, n := range names {
 		w.setPodRunning(n)
+		w.connect(n)
 	}
 	w.eventually("both runners Idle", func() (bool, error) {
 		for _, r := range w.runners("warm") {

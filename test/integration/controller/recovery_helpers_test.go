@@ -147,6 +147,15 @@ func (w *world) agent(runnerName string) *runnerapi.Client {
 	return a
 }
 
+// connect plays the runner agent of runnerName coming online on GitHub, until the test
+// ends.
+func (w *world) connect(runnerName string) {
+	w.t.Helper()
+	if _, err := w.agent(runnerName).Connect(w.t.Context()); err != nil {
+		w.t.Fatalf("connecting runner %s: %v", runnerName, err)
+	}
+}
+
 // runnerFailuresMetric reads gantry_runner_failures_total{namespace,pool,reason}.
 func runnerFailuresMetric(t *testing.T, ns, pool, reason string) float64 {
 	t.Helper()

@@ -224,8 +224,8 @@ func TestRunnerThatNeverComesOnlineFailsAfterRegistrationTimeout(t *testing.T) {
 	since := pod.Status.ContainerStatuses[0].State.Running.StartedAt.Time
 
 	sleepUntil(since.Add(timeout - time.Second))
-	if got, err := w.getRunner(silent.Name); err != nil || got.Status.Phase != v1alpha1.RunnerIdle {
-		t.Fatalf("within registrationTimeout: runner %+v, %v; want Idle", got.Status, err)
+	if got, err := w.getRunner(silent.Name); err != nil || got.Status.Phase != v1alpha1.RunnerPending {
+		t.Fatalf("within registrationTimeout: runner %+v, %v; want Pending", got.Status, err)
 	}
 
 	failed := w.expectFailed("offline", silent.Name, v1alpha1.ReasonRegistrationTimeout, 1, "never came online on GitHub", timeout.String())
@@ -241,10 +241,14 @@ func TestRunnerThatNeverComesOnlineFailsAfterRegistrationTimeout(t *testing.T) {
 		return meta.IsStatusConditionTrue(r.Status.Conditions, runner.ConditionOnline), nil
 	})
 
-	const getRunner = "GET /orgs/{org}/actions/runners/{runner_id}"
+	const getRunner, listRunners = "GET /orgs/{org}/actions/runners/{runner_id}", "GET /orgs/{org}/actions/runners"
 	time.Sleep(time.Second) // room for a poll that should not happen
-	if got := w.sim.CallCounts()[getRunner].Total; got != 2 {
-		t.Errorf("%s called %d times, want 2: once per runner past its registrationTimeout", getRunner, got)
+	counts := w.sim.CallCounts()
+	if got := counts[getRunner].Total; got != 0 {
+		t.Errorf("%s called %d times, want 0: the scope's runner list serves every runner", getRunner, got)
+	}
+	if got := counts[listRunners].Total; got < 1 || got > 3 {
+		t.Errorf("%s called %d times, want 1 to 3: shared by both runners, and once more at most for each one's deadline", listRunners, got)
 	}
 	if r, err := w.getRunner(online.Name); err != nil || r.Status.Phase != v1alpha1.RunnerIdle {
 		t.Errorf("the connected runner: %+v, %v; want Idle", r.Status, err)
@@ -351,6 +355,7 @@ func TestRestartedControllerDoesNotDuplicateARunner(t *testing.T) {
 	}
 
 	startGantry(t, w.ns)
+	w.connect(rn.Name)
 	w.setPodRunning(rn.Name) // something for the new manager to act on
 	w.eventually("the new manager to recover the runner and find it Idle", func() (bool, error) {
 		r, err := w.getRunner(rn.Name)
@@ -422,6 +427,7 @@ func TestDeletingAPoolDrainsIt(t *testing.T) {
 	if err := agent.StartJob(ctx, job.ID); err != nil {
 		t.Fatal(err)
 	}
+	w.connect(idle.Name) // online once the job is taken, so it stays idle
 	w.eventually("one runner Busy and one Idle", func() (bool, error) {
 		b, err := w.getRunner(busy.Name)
 		if err != nil {

@@ -66,7 +66,7 @@ func TestRegistrationTokenModeServesABurstWithOneCall(t *testing.T) {
 		if got := env[runner.EnvRunnerName].Value; got != r.Name {
 			t.Errorf("%s = %q, want %q", runner.EnvRunnerName, got, r.Name)
 		}
-		if got := env[runner.EnvRunnerLabels].Value; got != "self-hosted,linux" {
+		if got := env[runner.EnvRunnerLabels].Value; got != "self-hosted,linux,x64" {
 			t.Errorf("%s = %q", runner.EnvRunnerLabels, got)
 		}
 		secret := &corev1.Secret{}

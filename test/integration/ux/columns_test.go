@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/testenv"
 	"github.com/gantry-dev/gantry/internal/testutil"
 )
@@ -83,14 +84,21 @@ func TestRunnerColumns(t *testing.T) {
 	busy := &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "linux-x64-b7k2q"}, Spec: v1alpha1.RunnerSpec{PoolName: "linux-x64"}}
 	failed := &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "linux-x64-f4x9z"}, Spec: v1alpha1.RunnerSpec{PoolName: "linux-x64"}}
 	pending := &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "linux-x64-p2m8w"}, Spec: v1alpha1.RunnerSpec{PoolName: "linux-x64"}}
-	for _, r := range []*v1alpha1.Runner{busy, failed, pending} {
+	starting := &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "linux-x64-s5t3v"}, Spec: v1alpha1.RunnerSpec{PoolName: "linux-x64"}}
+	idle := &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "linux-x64-i6d1e"}, Spec: v1alpha1.RunnerSpec{PoolName: "linux-x64"}}
+	for _, r := range []*v1alpha1.Runner{busy, failed, pending, starting, idle} {
 		w.create(r)
 	}
 	busy.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerBusy, Job: &v1alpha1.RunnerJob{ID: 4242, RunID: 77, Repository: "acme/api", Workflow: "ci"}}
 	failed.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerFailed, Reason: v1alpha1.ReasonImagePullFailed,
 		Message: `the runner image could not be pulled for 2m: Back-off pulling image "ghcr.io/acme/runner:nope"`}
 	pending.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerPending, Message: "waiting for GitHub's rate limit to reset"}
-	for _, r := range []*v1alpha1.Runner{busy, failed, pending} {
+	onlineCond := func(status metav1.ConditionStatus, reason string) []metav1.Condition {
+		return []metav1.Condition{{Type: runner.ConditionOnline, Status: status, Reason: reason, Message: "m", LastTransitionTime: metav1.Now()}}
+	}
+	starting.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerPending, Conditions: onlineCond(metav1.ConditionFalse, "WaitingForGitHub")}
+	idle.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerIdle, Conditions: onlineCond(metav1.ConditionTrue, "Online")}
+	for _, r := range []*v1alpha1.Runner{busy, failed, pending, starting, idle} {
 		if err := env.Client.Status().Update(w.ctx(), r); err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +106,7 @@ func TestRunnerColumns(t *testing.T) {
 
 	table := getTable(t, "/apis/gantry.dev/v1alpha1/namespaces/"+ns+"/runners")
 	wantCols := []column{
-		{"Name", "string", 0}, {"Pool", "string", 0}, {"Phase", "string", 0}, {"Job", "integer", 0},
+		{"Name", "string", 0}, {"Pool", "string", 0}, {"Phase", "string", 0}, {"Online", "string", 0}, {"Job", "integer", 0},
 		{"Repository", "string", 1}, {"Reason", "string", 0}, {"Message", "string", 1}, {"Age", "date", 0},
 	}
 	if diff := cmp.Diff(wantCols, columns(table)); diff != "" {
@@ -109,9 +117,11 @@ func TestRunnerColumns(t *testing.T) {
 		rows[r.Cells[0].(string)] = r.Cells[1 : len(r.Cells)-1]
 	}
 	for name, want := range map[string][]any{
-		busy.Name:    {"linux-x64", "Busy", 4242.0, "acme/api", nil, nil},
-		failed.Name:  {"linux-x64", "Failed", nil, nil, "ImagePullFailed", failed.Status.Message},
-		pending.Name: {"linux-x64", "Pending", nil, nil, nil, "waiting for GitHub's rate limit to reset"},
+		busy.Name:     {"linux-x64", "Busy", nil, 4242.0, "acme/api", nil, nil},
+		failed.Name:   {"linux-x64", "Failed", nil, nil, nil, "ImagePullFailed", failed.Status.Message},
+		pending.Name:  {"linux-x64", "Pending", nil, nil, nil, nil, "waiting for GitHub's rate limit to reset"},
+		starting.Name: {"linux-x64", "Pending", "False", nil, nil, nil, nil},
+		idle.Name:     {"linux-x64", "Idle", "True", nil, nil, nil, nil},
 	} {
 		if diff := cmp.Diff(want, rows[name]); diff != "" {
 			t.Errorf("runner %s's row (-want +got):\n%s", name, diff)

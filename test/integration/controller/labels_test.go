@@ -1,0 +1,149 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller/runner"
+	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
+	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
+	"github.com/gantry-dev/gantry/internal/testutil"
+)
+
+// A pool with no labels of its own registers its runners as a config.sh runner on
+// linux/amd64 is: self-hosted, linux, x64. The most common runs-on line,
+// [self-hosted, linux, x64], runs there; [self-hosted, windows] and [self-hosted, arm64]
+// get no runner, and the pod is pinned where its labels are true.
+func TestDefaultLabelsRouteTheCommonRunsOn(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.create(testutil.RunnerPool(w.ns, "plain").URL(w.simURL + "/acme").Credentials("github-creds").MaxRunners(5).Obj())
+	var jobs []simgithub.Job
+	for _, labels := range [][]string{{"self-hosted", "windows"}, {"self-hosted", "ARM64"}, {"self-hosted", "linux", "x64"}} {
+		j, err := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/api", Labels: labels, Duration: simgithub.Duration(50 * time.Millisecond)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, j)
+	}
+	windows, arm, linux := jobs[0], jobs[1], jobs[2]
+
+	var rn v1alpha1.Runner
+	w.eventually("a registered runner with a pod", func() (bool, error) {
+		rs := w.runners("plain")
+		if len(rs) != 1 || rs[0].Status.GitHubRunnerID == 0 || rs[0].Status.PodName == "" {
+			return false, nil
+		}
+		rn = rs[0]
+		return true, nil
+	})
+	pod, err := w.getPod(rn.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSel := map[string]string{v1alpha1.NodeLabelOS: "linux", v1alpha1.NodeLabelArch: "amd64"}
+	if diff := cmp.Diff(wantSel, pod.Spec.NodeSelector); diff != "" {
+		t.Errorf("runner pod nodeSelector (-want +got):\n%s", diff)
+	}
+	for _, gr := range w.sim.Runners() {
+		if gr.Name == rn.Name && !hasLabels(gr.Labels, "self-hosted", "linux", "x64") {
+			t.Errorf("GitHub runner %s registered labels %v, want self-hosted, linux and x64", gr.Name, gr.Labels)
+		}
+	}
+
+	w.setPodRunning(rn.Name)
+	got, err := w.agent(rn.Name).Run(w.ctx(), runnerapi.RunOptions{PollWait: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("the runner agent: %v", err)
+	}
+	if got.ID != linux.ID {
+		t.Errorf("the runner ran job %d, want the [self-hosted, linux, x64] job %d", got.ID, linux.ID)
+	}
+	w.setPodExited(rn.Name, 0)
+	w.eventually("the linux job completed and its runner gone", func() (bool, error) {
+		return jobStatus(w, linux.ID) == "completed" && len(w.runners("plain")) == 0, nil
+	})
+
+	// Resync runs every second in these tests: a few passes, and still nothing for the
+	// windows and arm64 jobs.
+	time.Sleep(3 * time.Second)
+	if rs := w.runners("plain"); len(rs) != 0 {
+		t.Errorf("%d runners for jobs the pool's runners could not take, want 0", len(rs))
+	}
+	if q := w.getPool("plain").Status.QueuedJobs; q != 0 {
+		t.Errorf("pool queuedJobs = %d, want 0: neither job routes here", q)
+	}
+	for _, j := range []simgithub.Job{windows, arm} {
+		if st := jobStatus(w, j.ID); st != "queued" {
+			t.Errorf("job %d %v is %s, want queued", j.ID, j.Labels, st)
+		}
+	}
+}
+
+// A Runner whose pod runs stays Pending, its Online condition False, until the scope's
+// runner list on GitHub shows it online; then it is Idle.
+func TestRunnerIsPendingUntilGitHubListsItOnline(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.create(w.pool("warm").MinIdle(1).Obj())
+	rn := w.newRunner("warm")
+	w.sim.ResetCallCounts()
+	w.setPodRunning(rn.Name)
+
+	const listRunners = "GET /orgs/{org}/actions/runners"
+	w.eventually("GitHub asked, and the runner Pending and not online", func() (bool, error) {
+		r, err := w.getRunner(rn.Name)
+		if err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(r.Status.Conditions, runner.ConditionOnline)
+		return w.sim.CallCounts()[listRunners].Total >= 1 && r.Status.Phase == v1alpha1.RunnerPending &&
+			c != nil && c.Status == "False" && c.Reason == "WaitingForGitHub", nil
+	})
+	if st := w.getPool("warm").Status; st.IdleRunners != 0 || st.PendingRunners != 1 {
+		t.Errorf("pool: %d idle, %d pending; want 0 and 1", st.IdleRunners, st.PendingRunners)
+	}
+
+	w.connect(rn.Name)
+	w.eventually("the runner Idle and Online", func() (bool, error) {
+		r, err := w.getRunner(rn.Name)
+		if err != nil {
+			return false, err
+		}
+		return r.Status.Phase == v1alpha1.RunnerIdle && meta.IsStatusConditionTrue(r.Status.Conditions, runner.ConditionOnline), nil
+	})
+	w.eventually("the pool counting it idle", func() (bool, error) {
+		st := w.getPool("warm").Status
+		return st.IdleRunners == 1 && st.PendingRunners == 0, nil
+	})
+	if n := w.sim.CallCounts()["GET /orgs/{org}/actions/runners/{runner_id}"].Total; n != 0 {
+		t.Errorf("runners looked up one by one %d times, want 0", n)
+	}
+}
+
+func hasLabels(have []string, want ...string) bool {
+	for _, wl := range want {
+		found := false
+		for _, h := range have {
+			found = found || strings.EqualFold(h, wl)
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func jobStatus(w *world, id int64) string {
+	for _, j := range w.sim.Jobs() {
+		if j.ID == id {
+			return j.Status
+		}
+	}
+	return ""
+}
