@@ -88,6 +88,8 @@ type call struct {
 	cred   *credential
 	u      urls
 	ghes   bool
+	// svc is the caller of an Actions-service route.
+	svc *serviceCred
 }
 
 func (c *call) param(name string) string {

@@ -72,6 +72,7 @@ func (st *state) hooksForJob(r *repo) (hooks []*hook, inst []*installation) {
 // emitJobLocked records a workflow_job delivery for every hook that wants it and
 // leaves them in the outbox, sent once the lock is released.
 func (s *Sim) emitJobLocked(j *job, action string) {
+	s.scaleSetEventLocked(j, action)
 	rp := j.repo()
 	hooks, insts := s.st.hooksForJob(rp)
 	if len(hooks) == 0 {
