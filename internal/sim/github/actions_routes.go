@@ -178,7 +178,7 @@ func (s *Sim) authenticateService(r *http.Request, kind authKind) (*serviceCred,
 }
 
 // actionsError is an answer in the Actions service's exception shape; the client
-// recognises typeName (AgentExistsException, JobStillRunningException, …).
+// recognizes typeName (AgentExistsException, JobStillRunningException, …).
 func actionsError(code int, typeKey, msg string) *apiError {
 	e := newError(code, msg)
 	e.body = map[string]any{

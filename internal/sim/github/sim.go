@@ -13,8 +13,14 @@
 //	job, _ := sim.QueueJob(github.JobSpec{Repo: "acme/app", Labels: []string{"self-hosted", "linux"}})
 //
 // The same state is reachable over HTTP through the admin API under /_sim/, and
-// simulated runners speak the runner API under /_runner/ (package runnerapi).
-// docs/simulator.md is the reference.
+// simulated runners speak the runner API under /_runner/ (package runnerapi). Runner
+// scale sets speak the Actions service under /_actions/, as github.com/actions/scaleset
+// calls it.
+//
+// One state model (state.go, assign.go, actions_state.go) under one lock; one file set
+// per protocol: rest_*.go (REST, with the preamble of its handlers in router.go),
+// actions_*.go (Actions service), runner.go (runner API), admin.go (admin API) and
+// api_*.go (Go API). docs/simulator.md is the reference.
 package github
 
 import (
