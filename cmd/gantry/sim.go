@@ -52,15 +52,18 @@ func newSimGitHubCommand() *cobra.Command {
 		noSecondary bool
 		failNoMatch bool
 		hookTimeout time.Duration
+		pollHold    time.Duration
+		sessionTTL  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "github",
-		Short: "Serve the GitHub simulator (REST, GHES /api/v3, admin API /_sim/, runner API /_runner/)",
+		Short: "Serve the GitHub simulator (REST, GHES /api/v3, Actions service /_actions/, admin API /_sim/, runner API /_runner/)",
 		Long: `Serve Gantry's GitHub simulator until interrupted. It is stateful and in memory;
 --config creates enterprises, orgs, repos, Apps, installations, PATs, hooks and runner
 groups at start. docs/simulator.md is the reference.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts := simgithub.Options{URL: publicURL, FailJobsWithoutRunner: failNoMatch, WebhookTimeout: hookTimeout}
+			opts := simgithub.Options{URL: publicURL, FailJobsWithoutRunner: failNoMatch, WebhookTimeout: hookTimeout,
+				ActionsPollHold: pollHold, ActionsSessionTimeout: sessionTTL}
 			opts.RateLimits.Disabled = noRateLimit
 			opts.RateLimits.Secondary.Disabled = noSecondary
 			sim := simgithub.New(opts)
@@ -98,6 +101,8 @@ groups at start. docs/simulator.md is the reference.`,
 	f.BoolVar(&noSecondary, "no-secondary-rate-limits", false, "turn secondary rate limits off")
 	f.BoolVar(&failNoMatch, "fail-jobs-without-runner", false, "fail a job at once when no registered runner could take it")
 	f.DurationVar(&hookTimeout, "webhook-timeout", 10*time.Second, "webhook delivery timeout (GHES: 30s)")
+	f.DurationVar(&pollHold, "actions-poll-hold", 50*time.Second, "how long a scale set's message long poll waits before answering 202")
+	f.DurationVar(&sessionTTL, "actions-session-timeout", 2*time.Minute, "how long an unused scale-set message session lives (a second session gets 409 until then)")
 	return cmd
 }
 

@@ -1,8 +1,11 @@
 // Package agent plays the GitHub Actions runner inside every Running runner pod of a
-// simulated cluster: it reads the pod's JIT configuration from the Runner's Secret,
-// comes online on the GitHub simulator, takes one job, runs it for its duration, and
-// then marks the pod so that kwok terminates the runner container with exit code 0 —
-// what an ephemeral runner does.
+// simulated cluster: it reads the pod's JIT configuration as the official runner image
+// does (ACTIONS_RUNNER_INPUT_JITCONFIG, however the pod supplies it: a literal, a
+// Secret key, envFrom a Secret; else Gantry's Runner Secret), comes online on the
+// GitHub simulator, takes one job (a scale set's runner takes its scale set's), runs
+// it for its duration, and then marks the pod so that kwok terminates the runner
+// container with exit code 0 — what an ephemeral runner does. Pods of any controller
+// count: Gantry's (by label) and any pod whose container may carry a JIT config.
 package agent
 
 import (
@@ -142,22 +145,18 @@ func (a *Agents) LoseNode(node string) (killed, busy int) {
 
 // Run watches runner pods until ctx ends, then waits for its agents to stop.
 func (a *Agents) Run(ctx context.Context) error {
-	factory := informers.NewSharedInformerFactoryWithOptions(a.kube, 0,
-		informers.WithNamespace(a.namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = v1alpha1.LabelManagedBy + "=" + v1alpha1.ManagedByValue
-		}))
+	factory := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.namespace))
 	inf := factory.Core().V1().Pods().Informer()
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if p, ok := obj.(*corev1.Pod); ok {
+			if p, ok := obj.(*corev1.Pod); ok && isRunnerPod(p) {
 				// When the watch saw it: creationTimestamp has one-second granularity.
 				a.record(Event{Pod: p.Name, Kind: EventCreated, At: time.Now()})
 				a.consider(ctx, p)
 			}
 		},
 		UpdateFunc: func(_, obj any) {
-			if p, ok := obj.(*corev1.Pod); ok {
+			if p, ok := obj.(*corev1.Pod); ok && isRunnerPod(p) {
 				if p.DeletionTimestamp != nil {
 					// The kubelet stops the containers of a pod being deleted.
 					a.stop(p.UID, errPodDeleted)
@@ -171,7 +170,7 @@ func (a *Agents) Run(ctx context.Context) error {
 			if t, tomb := obj.(cache.DeletedFinalStateUnknown); tomb {
 				p, ok = t.Obj.(*corev1.Pod)
 			}
-			if ok {
+			if ok && isRunnerPod(p) {
 				a.stop(p.UID, errPodDeleted)
 				a.record(Event{Pod: p.Name, Kind: EventDeleted, At: time.Now(), Node: p.Spec.NodeName})
 			}
@@ -254,21 +253,56 @@ func (a *Agents) stop(uid types.UID, cause error) {
 	a.mu.Unlock()
 }
 
+// isRunnerPod reports whether p runs a runner: Gantry's label, or a container that
+// may carry ACTIONS_RUNNER_INPUT_JITCONFIG (a pod of another controller).
+func isRunnerPod(p *corev1.Pod) bool {
+	return p.Labels[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue || mayCarryJITConfig(p)
+}
+
 // run is one runner's life: JIT config → online → one job → exit 0.
 func (a *Agents) run(ctx context.Context, p *corev1.Pod, st *agentState) error {
-	secret, err := a.kube.CoreV1().Secrets(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("reading the JIT configuration: %w", err)
+	get := func(ctx context.Context, name string) (*corev1.Secret, error) {
+		return a.kube.CoreV1().Secrets(p.Namespace).Get(ctx, name, metav1.GetOptions{})
 	}
 	var rc *runnerapi.Client
-	if tok, ok := secret.Data[runner.RegistrationTokenKey]; ok {
-		// registrationMode RegistrationToken: register as config.sh --ephemeral does.
-		if rc, err = a.register(ctx, p, string(tok)); err != nil {
+	if cfg, found, err := jitConfigOf(ctx, p, get); err != nil {
+		return fmt.Errorf("reading %s: %w", runner.EnvJITConfig, err)
+	} else if found {
+		if rc, err = runnerapi.NewClientFromJITConfig(cfg, a.http); err != nil {
+			return fmt.Errorf("decoding the JIT configuration: %w", err)
+		}
+	} else if p.Labels[v1alpha1.LabelManagedBy] != v1alpha1.ManagedByValue {
+		return nil // not a runner after all: its envFrom Secret has no JIT config
+	}
+	if rc == nil {
+		var err error
+		if rc, err = a.gantryRunner(ctx, p); err != nil {
 			return err
 		}
-	} else if rc, err = runnerapi.NewClientFromJITConfig(string(secret.Data[runner.JITConfigKey]), a.http); err != nil {
-		return fmt.Errorf("decoding the JIT configuration: %w", err)
 	}
+	return a.serve(ctx, p, st, rc)
+}
+
+// gantryRunner reads the Runner's Secret Gantry made (named after the pod): a
+// registration token, or a JIT configuration.
+func (a *Agents) gantryRunner(ctx context.Context, p *corev1.Pod) (*runnerapi.Client, error) {
+	secret, err := a.kube.CoreV1().Secrets(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading the JIT configuration: %w", err)
+	}
+	if tok, ok := secret.Data[runner.RegistrationTokenKey]; ok {
+		// registrationMode RegistrationToken: register as config.sh --ephemeral does.
+		return a.register(ctx, p, string(tok))
+	}
+	rc, err := runnerapi.NewClientFromJITConfig(string(secret.Data[runner.JITConfigKey]), a.http)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the JIT configuration: %w", err)
+	}
+	return rc, nil
+}
+
+// serve comes online, takes one job, runs it and exits.
+func (a *Agents) serve(ctx context.Context, p *corev1.Pod, st *agentState, rc *runnerapi.Client) error {
 	if _, err := rc.Connect(ctx); err != nil {
 		return fmt.Errorf("coming online: %w", err)
 	}

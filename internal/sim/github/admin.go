@@ -62,6 +62,14 @@ func (s *Sim) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.Jobs())
 	case "GET /runners":
 		writeJSON(w, http.StatusOK, s.Runners())
+	case "GET /scale-sets":
+		writeJSON(w, http.StatusOK, s.ScaleSets())
+	case "POST /scale-sets/drop-session":
+		adminCreate(w, r, func(in struct {
+			ID int64 `json:"id"`
+		}) (map[string]int64, error) {
+			return map[string]int64{"id": in.ID}, s.DropScaleSetSession(in.ID)
+		})
 	case "GET /deliveries":
 		writeJSON(w, http.StatusOK, s.Deliveries())
 	case "GET /calls":

@@ -161,6 +161,9 @@ func (st *state) findJob(r *runner) *job {
 func (s *Sim) enqueueLocked(j *job) {
 	j.events = append(j.events, TimelineEvent{Type: EventQueued, Time: j.created})
 	s.emitJobLocked(j, "queued")
+	if s.offerToScaleSetLocked(j) {
+		return
+	}
 	if r := s.st.findRunner(j, true); r != nil {
 		s.assignLocked(j, r)
 		return
@@ -201,6 +204,10 @@ func (s *Sim) runnerAvailableLocked(r *runner) {
 	if !r.idle() {
 		return
 	}
+	if r.scaleSet != nil {
+		s.feedScaleSetLocked(r.scaleSet)
+		return
+	}
 	if j := s.st.findJob(r); j != nil {
 		s.assignLocked(j, r)
 		return
@@ -212,6 +219,10 @@ func (s *Sim) runnerAvailableLocked(r *runner) {
 func (s *Sim) requeueLocked(j *job) {
 	j.runner = nil
 	j.runnerID, j.runnerName, j.groupID, j.groupName = 0, "", 0, ""
+	if ss := j.scaleSet(); ss != nil {
+		s.feedScaleSetLocked(ss)
+		return
+	}
 	if r := s.st.findRunner(j, true); r != nil {
 		s.assignLocked(j, r)
 		return
@@ -281,6 +292,7 @@ type registration struct {
 	defaults  bool
 	replace   bool
 	os, arch  string
+	scaleSet  *scaleSet
 }
 
 // Default labels of a runner, as the actions runner registers them on Linux x64.
@@ -333,7 +345,12 @@ func (s *Sim) registerRunnerLocked(sc scopeRef, reg registration) (*runner, *api
 	if reg.group.runners != nil {
 		reg.group.runners[r.id] = r
 	}
-	addTo(s.st.index(sc.key()).all, r)
+	if reg.scaleSet != nil {
+		r.scaleSet = reg.scaleSet
+		reg.scaleSet.runners[r.id] = r
+	} else {
+		addTo(s.st.index(sc.key()).all, r)
+	}
 	return r, nil
 }
 
@@ -350,6 +367,9 @@ func (s *Sim) removeRunnerLocked(r *runner) {
 	delete(r.scope.runners(), r.id)
 	if r.group.runners != nil {
 		delete(r.group.runners, r.id)
+	}
+	if r.scaleSet != nil {
+		delete(r.scaleSet.runners, r.id)
 	}
 	r.removed, r.online = true, false
 	r.signal()

@@ -37,6 +37,8 @@ type apiError struct {
 
 	code   int
 	header map[string]string
+	// body, when set, is written instead (the Actions service's exception shape).
+	body any
 }
 
 func newError(code int, msg string) *apiError {
@@ -61,6 +63,10 @@ func errInvalid(detail string) *apiError {
 func (e *apiError) write(w http.ResponseWriter) {
 	for k, v := range e.header {
 		w.Header().Set(k, v)
+	}
+	if e.body != nil {
+		writeJSON(w, e.code, e.body)
+		return
 	}
 	writeJSON(w, e.code, e)
 }

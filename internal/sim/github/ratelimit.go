@@ -24,6 +24,10 @@ type RateLimits struct {
 	ExhaustedStatus int `json:"exhausted_status,omitempty"`
 	// Secondary are the secondary limits.
 	Secondary SecondaryLimits `json:"secondary"`
+	// ActionsService is the primary limit per Window of each scope's calls to the
+	// Actions service (runner scale sets). GitHub publishes none, so the default, 0,
+	// is no limit; secondary limits do not apply to the service.
+	ActionsService int `json:"actions_service,omitempty"`
 }
 
 // SecondaryLimits are GitHub's secondary rate limits, per credential.
@@ -114,6 +118,8 @@ func (rl *rateLimiter) limitFor(sub rateSubject) int {
 		return rl.cfg.Installation
 	case credApp:
 		return rl.cfg.App
+	case credActions:
+		return rl.cfg.ActionsService
 	}
 	return rl.cfg.Unauthenticated
 }
@@ -137,7 +143,7 @@ func (rl *rateLimiter) bucket(sub rateSubject, now time.Time) *primaryBucket {
 func (rl *rateLimiter) admit(h http.Header, sub rateSubject, rt *route, now time.Time, count bool) (release func(), e *apiError) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
-	if rl.cfg.Disabled {
+	if rl.cfg.Disabled || (sub.kind == credActions && rl.cfg.ActionsService <= 0) {
 		return func() {}, nil
 	}
 	b := rl.bucket(sub, now)
@@ -148,7 +154,7 @@ func (rl *rateLimiter) admit(h http.Header, sub rateSubject, rt *route, now time
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(b.reset.Unix(), 10))
 		h.Set("X-RateLimit-Resource", "core")
 	}
-	if !rl.cfg.Secondary.Disabled && sub.kind != credNone {
+	if !rl.cfg.Secondary.Disabled && sub.kind != credNone && sub.kind != credActions {
 		sec := rl.cfg.Secondary
 		if rl.inflight[sub.key] >= sec.Concurrent {
 			setHeaders()
@@ -181,7 +187,7 @@ func (rl *rateLimiter) admit(h http.Header, sub rateSubject, rt *route, now time
 		b.used++
 	}
 	setHeaders()
-	if sub.kind == credNone || rl.cfg.Secondary.Disabled {
+	if sub.kind == credNone || sub.kind == credActions || rl.cfg.Secondary.Disabled {
 		return func() {}, nil
 	}
 	rl.inflight[sub.key]++
@@ -200,6 +206,8 @@ func primaryMessage(sub rateSubject) string {
 		return "API rate limit exceeded for user ID " + sub.key[len("pat:"):] + "."
 	case credApp:
 		return "API rate limit exceeded for app ID " + sub.key[len("app:"):] + "."
+	case credActions:
+		return "API rate limit exceeded for " + sub.key + "."
 	}
 	return "API rate limit exceeded for " + sub.key + ". (But here's the good news: Authenticated requests get a higher rate limit. Check out the documentation for more details.)"
 }

@@ -88,6 +88,8 @@ type call struct {
 	cred   *credential
 	u      urls
 	ghes   bool
+	// svc is the caller of an Actions-service route.
+	svc *serviceCred
 }
 
 func (c *call) param(name string) string {
@@ -216,4 +218,98 @@ func (c *call) pathPrefix() string {
 		return "/api/v3"
 	}
 	return ""
+}
+
+// The preamble of the routes. Every route that acts on a scope runs the same steps
+// before its own work: parse the numeric id of the path (GitHub answers a non-number
+// 404), take the state lock, resolve and authorize the scope, find the object (404
+// when it is missing). scoped, lookup and scopedBody write them once; the handler
+// gets what they found and runs under the lock.
+
+// scopedFunc is the part of a handler that runs under the lock, once its scope is
+// resolved; id is the path parameter scoped was asked to parse (0: none).
+type scopedFunc func(c *call, sc scopeRef, id int64) *apiError
+
+// scoped returns the handler that runs f in scope kind; idParam names a numeric path
+// parameter to parse first ("": none).
+func (s *Sim) scoped(kind scopeKind, idParam string, f scopedFunc) func(*call) *apiError {
+	return func(c *call) *apiError {
+		var id int64
+		if idParam != "" {
+			var e *apiError
+			if id, e = c.idParam(idParam); e != nil {
+				return e
+			}
+		}
+		s.lock()
+		defer s.unlock()
+		sc, e := c.scope(kind)
+		if e != nil {
+			return e
+		}
+		return f(c, sc, id)
+	}
+}
+
+// lookup returns the handler that runs f on the object of scope kind whose id is the
+// path parameter idParam, as find returns it (nil: 404).
+func lookup[T any](s *Sim, kind scopeKind, idParam string, find func(st *state, sc scopeRef, id int64) *T,
+	f func(c *call, sc scopeRef, obj *T) *apiError) func(*call) *apiError {
+	return s.scoped(kind, idParam, func(c *call, sc scopeRef, id int64) *apiError {
+		obj := find(s.st, sc, id)
+		if obj == nil {
+			return errNotFound()
+		}
+		return f(c, sc, obj)
+	})
+}
+
+// validBody is a request body that checks itself as GitHub's schema does.
+type validBody[B any] interface {
+	*B
+	validate() *apiError
+}
+
+// scopedBody returns the handler that decodes and validates the JSON body before
+// anything else, as GitHub does, then runs f with it in scope kind.
+func scopedBody[B any, PB validBody[B]](s *Sim, kind scopeKind, f func(c *call, sc scopeRef, body PB) *apiError) func(*call) *apiError {
+	return func(c *call) *apiError {
+		body := PB(new(B))
+		if e := decodeBody(c.r.Body, body); e != nil {
+			return e
+		}
+		if e := body.validate(); e != nil {
+			return e
+		}
+		return s.scoped(kind, "", func(c *call, sc scopeRef, _ int64) *apiError { return f(c, sc, body) })(c)
+	}
+}
+
+// locked returns the handler that runs f under the state lock (routes with no scope).
+func (s *Sim) locked(f func(c *call) *apiError) func(*call) *apiError {
+	return func(c *call) *apiError {
+		s.lock()
+		defer s.unlock()
+		return f(c)
+	}
+}
+
+// Finders of lookup.
+
+func runnerIn(_ *state, sc scopeRef, id int64) *runner { return sc.runners()[id] }
+
+func groupIn(_ *state, sc scopeRef, id int64) *runnerGroup { return sc.groups()[id] }
+
+func runIn(st *state, sc scopeRef, id int64) *workflowRun {
+	if wr := st.runs[id]; wr != nil && wr.repo == sc.repo {
+		return wr
+	}
+	return nil
+}
+
+func jobIn(st *state, sc scopeRef, id int64) *job {
+	if j := st.jobs[id]; j != nil && j.repo() == sc.repo {
+		return j
+	}
+	return nil
 }

@@ -13,8 +13,14 @@
 //	job, _ := sim.QueueJob(github.JobSpec{Repo: "acme/app", Labels: []string{"self-hosted", "linux"}})
 //
 // The same state is reachable over HTTP through the admin API under /_sim/, and
-// simulated runners speak the runner API under /_runner/ (package runnerapi).
-// docs/simulator.md is the reference.
+// simulated runners speak the runner API under /_runner/ (package runnerapi). Runner
+// scale sets speak the Actions service under /_actions/, as github.com/actions/scaleset
+// calls it.
+//
+// One state model (state.go, assign.go, actions_state.go) under one lock; one file set
+// per protocol: rest_*.go (REST, with the preamble of its handlers in router.go),
+// actions_*.go (Actions service), runner.go (runner API), admin.go (admin API) and
+// api_*.go (Go API). docs/simulator.md is the reference.
 package github
 
 import (
@@ -67,6 +73,25 @@ type Options struct {
 	// /_runner/jobs/{id}/renew (the actions runner renews its job lock every minute;
 	// GitHub gives up after about ten). Zero (the default) never takes a runner offline.
 	RunnerLostTimeout time.Duration
+
+	// The Actions service (runner scale sets, actions_*.go).
+
+	// ActionsPollHold is how long a message-queue long poll waits for a message
+	// before it answers 202 (default 50s, as GitHub's broker holds it).
+	ActionsPollHold time.Duration
+	// ActionsSessionTimeout is how long a message session lives after its last use
+	// (no long poll in flight): an abandoned session, such as a killed listener's,
+	// blocks a new one (409) until then (default 2m).
+	ActionsSessionTimeout time.Duration
+	// ActionsAdminTokenTTL is how long the admin token of the runner-registration
+	// bootstrap lives (default 1h); MessageQueueTokenTTL is how long a session's
+	// queue token lives before the queue answers 401 (default 1h).
+	ActionsAdminTokenTTL time.Duration
+	MessageQueueTokenTTL time.Duration
+	// ScaleSetAssignTimeout is how long a job assigned to a scale set may wait for
+	// one of its runners before it is assigned again, at most three times (default
+	// 5m; GitHub does not publish its figure).
+	ScaleSetAssignTimeout time.Duration
 }
 
 // Sim is the GitHub simulator. It is an http.Handler; all methods are safe for
@@ -87,8 +112,9 @@ type Sim struct {
 	calls  callCounter
 	hooks  *webhookSender
 
-	lastURL atomic.Pointer[string]
-	routes  *router
+	lastURL   atomic.Pointer[string]
+	routes    *router
+	svcRoutes *router
 
 	stopSweep chan struct{}
 	sweepDone chan struct{}
@@ -115,6 +141,7 @@ func New(opts Options) *Sim {
 	if opts.WebhookQueueSize <= 0 {
 		opts.WebhookQueueSize = 10000
 	}
+	opts.actionsDefaults()
 	s := &Sim{
 		opts:  opts,
 		clk:   opts.Clock,
@@ -129,6 +156,7 @@ func New(opts Options) *Sim {
 		s.st.addPAT(p)
 	}
 	s.routes = newRouter(s)
+	s.svcRoutes = newActionsRouter(s)
 	s.hooks = newWebhookSender(s, opts)
 	s.stopSweep, s.sweepDone = make(chan struct{}), make(chan struct{})
 	if opts.RunnerLostTimeout > 0 {
@@ -147,8 +175,8 @@ func (s *Sim) Close() {
 	s.hooks.close()
 }
 
-// ServeHTTP serves the REST API (at the root and under /api/v3), the admin API under
-// /_sim/ and the runner API under /_runner/.
+// ServeHTTP serves the REST API (at the root and under /api/v3), the Actions service
+// under /_actions/, the admin API under /_sim/ and the runner API under /_runner/.
 func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -165,6 +193,10 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveAdmin(w, r)
 	case strings.HasPrefix(p, "/_runner/"):
 		s.serveRunner(w, r, root)
+	case strings.HasPrefix(p, actionsPrefix+"/"):
+		s.serveActions(w, r, strings.TrimPrefix(p, actionsPrefix), root)
+	case p == pathRunnerRegistration || p == "/api/v3"+pathRunnerRegistration:
+		s.serveActions(w, r, pathRunnerRegistration, root)
 	case p == "/api/v3" || strings.HasPrefix(p, "/api/v3/"):
 		s.serveREST(w, r, strings.TrimPrefix(p, "/api/v3"), root+"/api/v3", true)
 	default:

@@ -63,6 +63,7 @@ type state struct {
 	deliveries  map[int64]*delivery
 	labelIDs    map[string]int64
 	indexes     map[scopeKey]*scopeIndex
+	actions     actionsState
 
 	failWithoutRunner bool
 }
@@ -88,6 +89,7 @@ func newState() *state {
 		deliveries:  map[int64]*delivery{},
 		labelIDs:    map[string]int64{},
 		indexes:     map[scopeKey]*scopeIndex{},
+		actions:     newActionsState(),
 	}
 }
 
@@ -301,6 +303,9 @@ type runner struct {
 	// polls in flight. Both feed Options.RunnerLostTimeout.
 	seen  time.Time
 	polls int
+	// scaleSet is the scale set of a runner made by its generatejitconfig: it takes
+	// only that scale set's jobs.
+	scaleSet *scaleSet
 }
 
 func (r *runner) busy() bool { return r.job != nil }
@@ -391,6 +396,7 @@ type job struct {
 	started    time.Time
 	completed  time.Time
 	events     []TimelineEvent
+	ss         *ssJob // its life with a scale set; nil when none matched it
 }
 
 func (j *job) repo() *repo { return j.run.repo }

@@ -1,0 +1,76 @@
+// Call counts of every route, by answer status.
+
+package github
+
+import (
+	"net/http"
+	"sync"
+)
+
+// CallCount is how often one REST route was called, by answer status.
+type CallCount struct {
+	Total    int64         `json:"total"`
+	ByStatus map[int]int64 `json:"by_status"`
+}
+
+// routeUnmatched keys the calls that matched no route.
+const routeUnmatched = "unmatched"
+
+type callCounter struct {
+	mu sync.Mutex
+	m  map[string]*CallCount
+}
+
+func (cc *callCounter) init() { cc.m = map[string]*CallCount{} }
+
+func (cc *callCounter) add(id string, status int) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	c := cc.m[id]
+	if c == nil {
+		c = &CallCount{ByStatus: map[int]int64{}}
+		cc.m[id] = c
+	}
+	c.Total++
+	c.ByStatus[status]++
+}
+
+func (cc *callCounter) snapshot() map[string]CallCount {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	out := make(map[string]CallCount, len(cc.m))
+	for k, v := range cc.m {
+		by := make(map[int]int64, len(v.ByStatus))
+		for s, n := range v.ByStatus {
+			by[s] = n
+		}
+		out[k] = CallCount{Total: v.Total, ByStatus: by}
+	}
+	return out
+}
+
+func (cc *callCounter) reset() {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	cc.m = map[string]*CallCount{}
+}
+
+// statusWriter records the status a handler answered with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
