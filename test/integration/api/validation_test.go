@@ -78,10 +78,11 @@ func TestValidRunnerPoolIsStoredWithDefaults(t *testing.T) {
 		MaxRunners:       10,
 		RegistrationMode: v1alpha1.RegistrationModeJIT,
 		Recovery: v1alpha1.RecoverySpec{
-			PendingTimeout:       &metav1.Duration{Duration: 10 * time.Minute},
-			ImagePullGracePeriod: &metav1.Duration{Duration: 2 * time.Minute},
-			RegistrationTimeout:  &metav1.Duration{Duration: 5 * time.Minute},
-			NodeLostTimeout:      &metav1.Duration{Duration: 5 * time.Minute},
+			PendingTimeout:            &metav1.Duration{Duration: 10 * time.Minute},
+			ImagePullGracePeriod:      &metav1.Duration{Duration: 2 * time.Minute},
+			ContainerErrorGracePeriod: &metav1.Duration{Duration: time.Minute},
+			RegistrationTimeout:       &metav1.Duration{Duration: 5 * time.Minute},
+			NodeLostTimeout:           &metav1.Duration{Duration: 5 * time.Minute},
 		},
 		Template: pool.Spec.Template,
 	}

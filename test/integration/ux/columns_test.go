@@ -49,7 +49,7 @@ func TestRunnerPoolColumns(t *testing.T) {
 	wantCols := []column{
 		{"Name", "string", 0},
 		{"Queued", "integer", 0}, {"Desired", "integer", 0}, {"Pending", "integer", 0}, {"Idle", "integer", 0},
-		{"Busy", "integer", 0}, {"Failed", "integer", 0}, {"Max", "integer", 0},
+		{"Busy", "integer", 0}, {"Failed", "integer", 0}, {"Outdated", "integer", 1}, {"Max", "integer", 0},
 		{"Ready", "string", 0}, {"Reason", "string", 1}, {"URL", "string", 1},
 		{"Age", "date", 0},
 	}
@@ -99,7 +99,7 @@ func TestRunnerColumns(t *testing.T) {
 	table := getTable(t, "/apis/gantry.dev/v1alpha1/namespaces/"+ns+"/runners")
 	wantCols := []column{
 		{"Name", "string", 0}, {"Pool", "string", 0}, {"Phase", "string", 0}, {"Job", "integer", 0},
-		{"Repository", "string", 1}, {"Reason", "string", 0}, {"Message", "string", 1}, {"Age", "date", 0},
+		{"Repository", "string", 1}, {"Reason", "string", 0}, {"Outdated", "boolean", 0}, {"Message", "string", 1}, {"Age", "date", 0},
 	}
 	if diff := cmp.Diff(wantCols, columns(table)); diff != "" {
 		t.Errorf("runner columns (-want +got):\n%s", diff)
