@@ -17,7 +17,8 @@
 //   - Secrets are never cached or listed: a runner's Secret is created, read (get) and
 //     deleted by name, and the credentials and webhook Secrets are read by name.
 //   - Events: events.k8s.io for the controllers' events (patch: an event series); core
-//     events for leader election's. Leases (get, create, update) for leader election;
+//     events for leader election's, and listed (by the pod's name, uncached) once when a
+//     runner pod fails PendingTimeout, to quote the pod's own last warning. Leases (get, create, update) for leader election;
 //     a standby reads the Lease to forward webhooks to the leader.
 package controller
 
@@ -27,6 +28,6 @@ package controller
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools/finalizers;runners/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
-// +kubebuilder:rbac:groups="",resources=events,verbs=create
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;list
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
