@@ -4,6 +4,7 @@
 //
 //	controller.go  Reconcile: get, finalizer, route, count, scale, status
 //	scale.go       desired count, creation with expectations, victim choice
+//	rollout.go     runners made from an older template: counted, idle and pending replaced
 //	status.go      counts and conditions
 //	events.go      Warning and Normal events when the pool degrades and recovers
 //	metrics.go     per-pool gauges and the pickup latency histogram
@@ -81,6 +82,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	st.count(r.Tracker, r.expectations.pending(req.NamespacedName, runners, r.Clock.Now()))
+	st.countOutdated(r.Tracker)
 	st.demand = r.Tracker.Demand(req.NamespacedName)
 	st.failures = r.Failures.Get(req.NamespacedName)
 	st.desired = desired(pool.Spec, st.busy, st.demand.Queued)

@@ -52,6 +52,10 @@ type state struct {
 	rebuilt bool
 	// recent is status.recentRepositories.
 	recent []v1alpha1.RepositoryActivity
+	// templateHash is the current template's; outdated counts the runners made from an
+	// older one, replaced those retired in this pass to be made again (rollout.go).
+	templateHash       string
+	outdated, replaced int
 }
 
 // configBroken reports whether the pool's configuration keeps runners from being created.
@@ -104,6 +108,9 @@ func (s *state) count(t *demand.Tracker, expected int) {
 // retired — never a busy one.
 func (r *Reconciler) scale(ctx context.Context, s *state) (reconcile.Result, error) {
 	key := types.NamespacedName{Namespace: s.pool.Namespace, Name: s.pool.Name}
+	if err := r.replaceOutdated(ctx, s); err != nil {
+		return reconcile.Result{}, err
+	}
 	switch diff := s.desired - s.active(); {
 	case diff > 0:
 		if s.configBroken() {

@@ -25,6 +25,8 @@ func setStatus(s *state, now time.Time, threshold int) {
 	st.IdleRunners = int32(s.idle)
 	st.BusyRunners = int32(s.busy)
 	st.FailedRunners = int32(s.failed)
+	st.OutdatedRunners = int32(s.outdated)
+	st.TemplateHash = s.templateHash
 	st.RecentRepositories = s.recent
 	for _, c := range []metav1.Condition{
 		readyCondition(s),
@@ -67,6 +69,10 @@ func scalingDownCondition(s *state) metav1.Condition {
 	if s.retired > 0 {
 		return metav1.Condition{Type: v1alpha1.ConditionScalingDown, Status: metav1.ConditionTrue, Reason: "RetiringRunners",
 			Message: fmt.Sprintf("retiring %d idle runners", s.retired)}
+	}
+	if s.replaced > 0 {
+		return metav1.Condition{Type: v1alpha1.ConditionScalingDown, Status: metav1.ConditionTrue, Reason: "ReplacingOutdatedRunners",
+			Message: fmt.Sprintf("replacing %d idle or pending runners made from an older template", s.replaced)}
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionScalingDown, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonAsExpected,
 		Message: "no runners to retire"}
