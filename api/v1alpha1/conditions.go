@@ -2,8 +2,9 @@ package v1alpha1
 
 // Condition types of a RunnerPool.
 const (
-	// ConditionReady is True when the pool can serve jobs: credentials work, GitHub
-	// answers and runners can be created.
+	// ConditionReady is True when GitHub answered, for the pool's credentials, that its
+	// scope and runner group exist and the credentials may manage their runners (checked
+	// at most every 10 minutes per credentials and scope, every 30 s while it fails).
 	ConditionReady = "Ready"
 	// ConditionScalingUp is True while the pool creates runners toward its desired count.
 	ConditionScalingUp = "ScalingUp"

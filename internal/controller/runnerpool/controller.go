@@ -74,7 +74,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	before := pool.DeepCopy()
 	st := &state{pool: pool, runners: runners}
-	st.configErr = r.checkConfig(ctx, pool)
+	st.configErr, st.unavailable = r.checkConfig(ctx, pool)
 	if st.configErr == nil {
 		r.route(pool)
 	} else {
@@ -98,9 +98,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// Events follow the stored status: whoever reads a Recovered event and then the
 	// pool sees it Ready, and a failed patch does not announce a change twice.
 	r.recordEvents(before, pool)
-	if st.configErr != nil && (res.RequeueAfter == 0 || res.RequeueAfter > configRecheck) {
-		// Credentials Secrets are not watched: look again, so that a Secret created or
-		// fixed makes the pool Ready even while no job asks for a runner.
+	if (st.configErr != nil || st.unavailable != nil) && (res.RequeueAfter == 0 || res.RequeueAfter > configRecheck) {
+		// Credentials Secrets are not watched and GitHub's answer is kept a while: look
+		// again, so that a Secret created or fixed, an App installed again or GitHub
+		// back makes the pool Ready even while no job asks for a runner.
 		res.RequeueAfter = configRecheck
 	}
 	return res, scaleErr
@@ -109,10 +110,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // configRecheck is how often a pool whose configuration is broken is checked again.
 const configRecheck = 30 * time.Second
 
-// checkConfig says what the pool's owner must fix before runners can be created, or nil.
-func (r *Reconciler) checkConfig(ctx context.Context, pool *v1alpha1.RunnerPool) error {
-	_, _, err := r.GitHub.For(ctx, pool)
-	return err
+// checkConfig says what the pool's owner must fix before runners can be created
+// (configErr: a *controller.ConfigError), or that access could not be checked right now
+// (unavailable: the Secret unreadable, GitHub not answering — runners are still
+// created). GitHub's answer comes from GitHubResolver.Check, cached per credentials and
+// scope.
+func (r *Reconciler) checkConfig(ctx context.Context, pool *v1alpha1.RunnerPool) (configErr, unavailable error) {
+	err := r.GitHub.Check(ctx, pool)
+	var down *controller.UnavailableError
+	if errors.As(err, &down) {
+		return nil, err
+	}
+	return err, nil
 }
 
 func (r *Reconciler) listRunners(ctx context.Context, pool *v1alpha1.RunnerPool) ([]v1alpha1.Runner, error) {

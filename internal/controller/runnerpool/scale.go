@@ -44,7 +44,10 @@ type state struct {
 	failures controller.PoolFailures
 
 	configErr error
-	created   int
+	// unavailable: the pool's access could not be checked (Ready is False), but runners
+	// are created all the same.
+	unavailable error
+	created     int
 	retired   int
 	backoff   time.Time
 	// rebuilt: the Tracker's demand was rebuilt from GitHub since the start; until then
