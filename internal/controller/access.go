@@ -66,7 +66,7 @@ func (r *GitHubResolver) Check(ctx context.Context, pool *v1alpha1.RunnerPool) e
 		return err
 	}
 	key := accessKey{
-		secret: types.NamespacedName{Namespace: pool.Namespace, Name: pool.Spec.GitHub.CredentialsSecretRef.Name},
+		secret:      types.NamespacedName{Namespace: pool.Namespace, Name: pool.Spec.GitHub.CredentialsSecretRef.Name},
 		fingerprint: fp, scope: sc.String(),
 	}
 	if sc.Kind != github.ScopeRepository {

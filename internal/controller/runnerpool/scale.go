@@ -48,8 +48,8 @@ type state struct {
 	// are created all the same.
 	unavailable error
 	created     int
-	retired   int
-	backoff   time.Time
+	retired     int
+	backoff     time.Time
 	// rebuilt: the Tracker's demand was rebuilt from GitHub since the start; until then
 	// no runner is retired.
 	rebuilt bool
