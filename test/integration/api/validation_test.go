@@ -195,6 +195,24 @@ func TestInvalidRunnerPoolsAreRefusedWithAMessageThatSaysWhatToFix(t *testing.T)
 			pool:         testutil.RunnerPool(ns, "empty-label").Labels("linux", "").Obj(),
 			wantMessages: []string{"spec.labels[1]", "at least 1 chars long"},
 		},
+		{
+			name: "pendingTimeout of zero",
+			pool: func() *v1alpha1.RunnerPool {
+				p := testutil.RunnerPool(ns, "zero-pending").Obj()
+				p.Spec.Recovery.PendingTimeout = &metav1.Duration{}
+				return p
+			}(),
+			wantMessages: []string{"recovery.pendingTimeout must be a duration between 1s and 24h"},
+		},
+		{
+			name: "containerErrorGracePeriod over a day",
+			pool: func() *v1alpha1.RunnerPool {
+				p := testutil.RunnerPool(ns, "long-grace").Obj()
+				p.Spec.Recovery.ContainerErrorGracePeriod = &metav1.Duration{Duration: 48 * time.Hour}
+				return p
+			}(),
+			wantMessages: []string{"recovery.containerErrorGracePeriod must be a duration between 1s and 24h"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
