@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func TestTemplateChangeReplacesIdleAndPendingRunnersNotBusyOnes(t *testing.T) {
 	// Change the template.
 	p := w.getPool("roll")
 	before := p.DeepCopy()
-	p.Spec.Template.Labels = map[string]string{"template": "v2"}
+	p.Spec.Template.Spec.Containers[0].Env = append(p.Spec.Template.Spec.Containers[0].Env, corev1.EnvVar{Name: "TEMPLATE", Value: "v2"})
 	if err := w.c.Patch(w.ctx(), p, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +107,8 @@ func TestTemplateChangeReplacesIdleAndPendingRunnersNotBusyOnes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pod.Labels["template"] != "v2" {
-			t.Errorf("replacement %s has pod labels %v, want template=v2", r.Name, pod.Labels)
+		if !slices.Contains(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: "TEMPLATE", Value: "v2"}) {
+			t.Errorf("replacement %s has runner env %v, want TEMPLATE=v2", r.Name, pod.Spec.Containers[0].Env)
 		}
 	}
 

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 )
@@ -32,6 +33,8 @@ type stuckCase struct {
 	grace  time.Duration
 	reason string
 	wantIn []string
+	// bound: the pod was bound to a node, so its deletion waits for a kubelet to confirm it.
+	bound bool
 }
 
 const (
@@ -90,7 +93,7 @@ func TestStuckPodsFailAfterTheirDeadlineAndAreReplaced(t *testing.T) {
 				w.setPodWaiting(pod, "ContainerCreating", "")
 				w.podWarning(pod, "FailedAttachVolume", `AttachVolume.Attach failed for volume "cache" : rpc error: code = DeadlineExceeded`)
 			},
-			grace: stuckPending, reason: v1alpha1.ReasonPendingTimeout,
+			grace: stuckPending, reason: v1alpha1.ReasonPendingTimeout, bound: true,
 			wantIn: []string{`container "runner" waiting: ContainerCreating`, `FailedAttachVolume: AttachVolume.Attach failed for volume "cache"`},
 		},
 	} {
@@ -144,6 +147,9 @@ func (w *world) stuckPool(tc stuckCase) {
 			}
 		}
 		failed := w.expectFailed(tc.name, rn.Name, tc.reason, float64(i+1), tc.wantIn...)
+		if tc.bound {
+			w.confirmDeletion(rn.Name)
+		}
 		// CreationTimestamp has whole seconds: the deadline can be up to 1s early.
 		if at := failedAt(t, failed); at.Before(deadline.Add(-time.Second)) {
 			t.Errorf("runner %d failed at %s, before its deadline %s", i, at, deadline)
@@ -206,5 +212,21 @@ func (w *world) podWarning(name, reason, message string) {
 		Type:           corev1.EventTypeWarning, Reason: reason, Message: message,
 		Source:         corev1.EventSource{Component: "attachdetach-controller"},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	})
+}
+
+// confirmDeletion does what the kubelet of a bound pod does once the controller deleted
+// it: it confirms the pod is gone (a pod that never started has nothing to stop).
+func (w *world) confirmDeletion(name string) {
+	w.t.Helper()
+	w.eventually("pod "+name+" deleted by the controller", func() (bool, error) {
+		pod, err := w.getPod(name)
+		if err != nil {
+			return client.IgnoreNotFound(err) == nil, client.IgnoreNotFound(err)
+		}
+		if pod.DeletionTimestamp.IsZero() {
+			return false, nil
+		}
+		return true, client.IgnoreNotFound(w.c.Delete(w.ctx(), pod, client.GracePeriodSeconds(0)))
 	})
 }
