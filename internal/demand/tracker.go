@@ -1,10 +1,10 @@
 package demand
 
 import (
-	"github.com/go-logr/logr"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 )
 

@@ -73,7 +73,6 @@ func TestTemplateChangeReplacesIdleAndPendingRunnersNotBusyOnes(t *testing.T) {
 		counted, fresh := 0, 0
 		var busyNow *v1alpha1.Runner
 		for _, r := range w.runners("roll") {
-			r := r
 			if r.Name == busy.Name {
 				busyNow = &r
 			}

@@ -65,7 +65,7 @@ func TestRunnerPoolColumns(t *testing.T) {
 		t.Fatalf("%d rows, want 1", len(table.Rows))
 	}
 	cells := table.Rows[0].Cells
-	want := []any{"linux-x64", 3.0, 7.0, 2.0, 1.0, 4.0, 1.0, 20.0, "False", "CredentialsSecretNotFound", "https://github.com/acme"}
+	want := []any{"linux-x64", 3.0, 7.0, 2.0, 1.0, 4.0, 1.0, 0.0, 20.0, "False", "CredentialsSecretNotFound", "https://github.com/acme"}
 	if diff := cmp.Diff(want, cells[:len(cells)-1]); diff != "" {
 		t.Errorf("the pool's row (-want +got):\n%s", diff)
 	}
@@ -86,7 +86,8 @@ func TestRunnerColumns(t *testing.T) {
 	for _, r := range []*v1alpha1.Runner{busy, failed, pending} {
 		w.create(r)
 	}
-	busy.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerBusy, Job: &v1alpha1.RunnerJob{ID: 4242, RunID: 77, Repository: "acme/api", Workflow: "ci"}}
+	busy.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerBusy, Job: &v1alpha1.RunnerJob{ID: 4242, RunID: 77, Repository: "acme/api", Workflow: "ci"},
+		TemplateHash: "0123456789abcdef", Outdated: true}
 	failed.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerFailed, Reason: v1alpha1.ReasonImagePullFailed,
 		Message: `the runner image could not be pulled for 2m: Back-off pulling image "ghcr.io/acme/runner:nope"`}
 	pending.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerPending, Message: "waiting for GitHub's rate limit to reset"}
@@ -109,9 +110,9 @@ func TestRunnerColumns(t *testing.T) {
 		rows[r.Cells[0].(string)] = r.Cells[1 : len(r.Cells)-1]
 	}
 	for name, want := range map[string][]any{
-		busy.Name:    {"linux-x64", "Busy", 4242.0, "acme/api", nil, nil},
-		failed.Name:  {"linux-x64", "Failed", nil, nil, "ImagePullFailed", failed.Status.Message},
-		pending.Name: {"linux-x64", "Pending", nil, nil, nil, "waiting for GitHub's rate limit to reset"},
+		busy.Name:    {"linux-x64", "Busy", 4242.0, "acme/api", nil, true, nil},
+		failed.Name:  {"linux-x64", "Failed", nil, nil, "ImagePullFailed", nil, failed.Status.Message},
+		pending.Name: {"linux-x64", "Pending", nil, nil, nil, nil, "waiting for GitHub's rate limit to reset"},
 	} {
 		if diff := cmp.Diff(want, rows[name]); diff != "" {
 			t.Errorf("runner %s's row (-want +got):\n%s", name, diff)
