@@ -83,6 +83,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	st.count(r.Tracker, r.expectations.pending(req.NamespacedName, runners, r.Clock.Now()))
 	st.countOutdated(r.Tracker)
+	if prev := pool.Status.TemplateHash; prev != "" && prev != st.templateHash {
+		// A changed template gets a fresh start: the failures were the old template's,
+		// and a fixed template should not wait out their backoff.
+		r.Failures.RecordSuccess(req.NamespacedName)
+	}
 	st.demand = r.Tracker.Demand(req.NamespacedName)
 	st.failures = r.Failures.Get(req.NamespacedName)
 	st.desired = desired(pool.Spec, st.busy, st.demand.Queued)
