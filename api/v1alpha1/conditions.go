@@ -2,8 +2,9 @@ package v1alpha1
 
 // Condition types of a RunnerPool.
 const (
-	// ConditionReady is True when the pool can serve jobs: credentials work, GitHub
-	// answers and runners can be created.
+	// ConditionReady is True when GitHub answered, for the pool's credentials, that its
+	// scope and runner group exist and the credentials may manage their runners (checked
+	// at most every 10 minutes per credentials and scope, every 30 s while it fails).
 	ConditionReady = "Ready"
 	// ConditionScalingUp is True while the pool creates runners toward its desired count.
 	ConditionScalingUp = "ScalingUp"
@@ -42,10 +43,31 @@ const (
 const (
 	// ReasonInvalidImageName: the runner container's image name cannot be parsed. Failed at once.
 	ReasonInvalidImageName = "InvalidImageName"
-	// ReasonImagePullFailed: the image could not be pulled for longer than imagePullGracePeriod.
+	// ReasonImagePullFailed: the image of a container (the runner, an init container or
+	// a sidecar) could not be pulled for longer than imagePullGracePeriod.
 	ReasonImagePullFailed = "ImagePullFailed"
+	// ReasonContainerConfigError: the kubelet could not build a container's
+	// configuration (CreateContainerConfigError) — most often a Secret, ConfigMap or key
+	// the template names does not exist — for longer than containerErrorGracePeriod.
+	ReasonContainerConfigError = "ContainerConfigError"
+	// ReasonContainerCreateFailed: the container runtime could not create or start a
+	// container (CreateContainerError, RunContainerError) for longer than
+	// containerErrorGracePeriod.
+	ReasonContainerCreateFailed = "ContainerCreateFailed"
+	// ReasonCrashLoop: an init container or a sidecar (an init container with
+	// restartPolicy Always, Docker-in-Docker for one) kept crashing (CrashLoopBackOff)
+	// past containerErrorGracePeriod before the runner ran a job.
+	ReasonCrashLoop = "CrashLoop"
+	// ReasonInitContainerFailed: an init container exited non-zero, so the pod failed
+	// before the runner started. Failed at once.
+	ReasonInitContainerFailed = "InitContainerFailed"
 	// ReasonUnschedulable: the pod stayed unschedulable for longer than pendingTimeout.
 	ReasonUnschedulable = "Unschedulable"
+	// ReasonPendingTimeout: the pod was scheduled but did not run the runner agent within
+	// pendingTimeout, for any other cause (a volume that never attaches or mounts, a
+	// sidecar that never becomes ready, a container stuck creating). The message quotes
+	// the pod's own last warning.
+	ReasonPendingTimeout = "PendingTimeout"
 	// ReasonEvicted: the pod was evicted or disrupted (node pressure, a drain,
 	// preemption), before or while it ran a job.
 	ReasonEvicted = "Evicted"
@@ -60,6 +82,32 @@ const (
 	// ReasonPodDeleted: the runner's pod was deleted (by a person or another controller)
 	// before the runner ran a job.
 	ReasonPodDeleted = "PodDeleted"
+)
+
+// Reasons of the RunnerPool's Ready and Degraded conditions for its credentials and
+// scope, from a real answer of GitHub (checked once per credentials and scope every
+// few minutes, not on every reconcile). Each message says what to fix; the pool
+// recovers by itself once it is fixed.
+const (
+	// ReasonCredentialsRefused: GitHub rejected the credentials (401) or denied them
+	// access to the scope (403).
+	ReasonCredentialsRefused = "CredentialsRefused"
+	// ReasonAppNotInstalled: GitHub has no installation of the App with the Secret's
+	// github_app_installation_id (404 on the installation token): the App was
+	// uninstalled, or the id is wrong.
+	ReasonAppNotInstalled = "AppNotInstalled"
+	// ReasonRunnerGroupNotFound: the organization or enterprise has no runner group named
+	// github.runnerGroup.
+	ReasonRunnerGroupNotFound = "RunnerGroupNotFound"
+	// ReasonScopeNotFound: the repository, organization or enterprise of github.url does
+	// not exist, or the credentials cannot see it (404).
+	ReasonScopeNotFound = "ScopeNotFound"
+	// ReasonCredentialsSecretUnreadable: the API server did not hand over the credentials
+	// Secret (an RBAC denial, an outage); runners are still created and retried.
+	ReasonCredentialsSecretUnreadable = "CredentialsSecretUnreadable"
+	// ReasonGitHubUnavailable: GitHub did not answer the check (5xx, a timeout, a rate
+	// limit); runners are still created and retried.
+	ReasonGitHubUnavailable = "GitHubUnavailable"
 )
 
 // Reasons of the RunnerPool's Degraded condition besides configuration errors.

@@ -20,7 +20,9 @@ const (
 	RunnerSucceeded RunnerPhase = "Succeeded"
 	// RunnerFailed: it cannot recover; status.reason says why.
 	RunnerFailed RunnerPhase = "Failed"
-	// RunnerDeleting: being unregistered from GitHub and removed.
+	// RunnerDeleting: an idle or pending runner being unregistered from GitHub and
+	// removed. A busy runner being deleted stays Busy until its job ends; a finished one
+	// keeps Succeeded or Failed.
 	RunnerDeleting RunnerPhase = "Deleting"
 )
 
@@ -79,6 +81,18 @@ type RunnerStatus struct {
 	// +optional
 	Message string `json:"message,omitempty"`
 
+	// templateHash is the hash of the pool template the runner's pod was made from, set
+	// when the pod is created. The pool replaces idle and pending runners whose pod was
+	// made from an older template; busy ones finish their job on it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	TemplateHash string `json:"templateHash,omitempty"`
+
+	// outdated is true while the runner's pod was made from an older template than the
+	// pool's current one.
+	// +optional
+	Outdated bool `json:"outdated,omitempty"`
+
 	// registeredAt is when the runner was registered with GitHub.
 	// +optional
 	RegisteredAt *metav1.Time `json:"registeredAt,omitempty"`
@@ -101,6 +115,7 @@ type RunnerStatus struct {
 // +kubebuilder:printcolumn:name="Job",type=integer,JSONPath=`.status.job.id`,description="The id of the workflow job the runner runs"
 // +kubebuilder:printcolumn:name="Repository",type=string,JSONPath=`.status.job.repository`,priority=1,description="The job's repository, OWNER/REPO"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,description="Why the runner failed"
+// +kubebuilder:printcolumn:name="Outdated",type=boolean,JSONPath=`.status.outdated`,description="Whether the runner's pod was made from an older pool template"
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1,description="What happened and what to check"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Runner struct {

@@ -59,8 +59,12 @@ type SecretReference struct {
 
 // RecoverySpec bounds how long a runner may be stuck before Gantry replaces it.
 type RecoverySpec struct {
-	// pendingTimeout is how long a runner pod may stay unscheduled before the runner is
-	// failed as Unschedulable and replaced.
+	// pendingTimeout is how long a runner pod may take to run the runner agent, whatever
+	// holds it back: a pod the scheduler cannot place fails as Unschedulable (counted
+	// from when the scheduler said so), any other cause — a volume that never attaches,
+	// a sidecar that never starts, a container stuck creating — as PendingTimeout
+	// (counted from the pod's creation). The runner's slot is freed and a replacement
+	// made; repeated failures back off and mark the pool Degraded.
 	// A duration from 1s to 24h with units, such as 10m or 1h30m.
 	// +optional
 	// +kubebuilder:default="10m"
@@ -69,9 +73,10 @@ type RecoverySpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="recovery.pendingTimeout must be a duration from 1s to 24h written with units, such as \"10m\" or \"1h30m\" (a bare number such as \"600\" or words such as \"10 minutes\" are refused)"
 	PendingTimeout *metav1.Duration `json:"pendingTimeout,omitempty"`
 
-	// imagePullGracePeriod is how long a runner pod may fail to pull its image
-	// (ErrImagePull, ImagePullBackOff) before the runner is failed as ImagePullFailed.
-	// An invalid image name fails the runner at once.
+	// imagePullGracePeriod is how long a runner pod may fail to pull the image of any of
+	// its containers — the runner, an init container, a sidecar — (ErrImagePull,
+	// ImagePullBackOff), counted from the pod's creation, before the runner is failed as
+	// ImagePullFailed. An invalid image name fails the runner at once.
 	// A duration from 1s to 24h with units, such as 2m or 90s.
 	// +optional
 	// +kubebuilder:default="2m"
@@ -79,6 +84,20 @@ type RecoverySpec struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="recovery.imagePullGracePeriod must be a duration from 1s to 24h written with units, such as \"2m\" or \"90s\" (a bare number such as \"600\" or words such as \"10 minutes\" are refused)"
 	ImagePullGracePeriod *metav1.Duration `json:"imagePullGracePeriod,omitempty"`
+
+	// containerErrorGracePeriod is how long, counted from the pod's creation, a container
+	// of the runner pod may fail to be configured (CreateContainerConfigError: a missing
+	// Secret, ConfigMap or key), be created (CreateContainerError, RunContainerError) or
+	// keep crashing (CrashLoopBackOff of an init container or sidecar) before the runner
+	// is failed as ContainerConfigError, ContainerCreateFailed or CrashLoop. The grace
+	// lets a Secret created a moment after the pool still be picked up.
+	// A duration from 1s to 24h with units, such as 1m or 90s.
+	// +optional
+	// +kubebuilder:default="1m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="recovery.containerErrorGracePeriod must be a duration from 1s to 24h written with units, such as \"1m\" or \"90s\" (a bare number such as \"600\" or words such as \"10 minutes\" are refused)"
+	ContainerErrorGracePeriod *metav1.Duration `json:"containerErrorGracePeriod,omitempty"`
 
 	// registrationTimeout is how long a running runner pod may take to come online on
 	// GitHub before the runner is failed as RegistrationTimeout.
@@ -91,7 +110,8 @@ type RecoverySpec struct {
 	RegistrationTimeout *metav1.Duration `json:"registrationTimeout,omitempty"`
 
 	// nodeLostTimeout is how long a runner pod may stay terminating (its node gone)
-	// before it is force-deleted.
+	// after its grace period before it is force-deleted: while the runner runs, and
+	// while a retired or finished Runner is being removed.
 	// A duration from 1s to 24h with units, such as 5m or 10m.
 	// +optional
 	// +kubebuilder:default="5m"
@@ -104,10 +124,11 @@ type RecoverySpec struct {
 // Defaults of RecoverySpec, applied by the API server and, for objects written before a
 // default existed, by the accessors below.
 const (
-	DefaultPendingTimeout       = 10 * time.Minute
-	DefaultImagePullGracePeriod = 2 * time.Minute
-	DefaultRegistrationTimeout  = 5 * time.Minute
-	DefaultNodeLostTimeout      = 5 * time.Minute
+	DefaultPendingTimeout            = 10 * time.Minute
+	DefaultImagePullGracePeriod      = 2 * time.Minute
+	DefaultContainerErrorGracePeriod = time.Minute
+	DefaultRegistrationTimeout       = 5 * time.Minute
+	DefaultNodeLostTimeout           = 5 * time.Minute
 )
 
 func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
@@ -125,6 +146,12 @@ func (r RecoverySpec) PendingTimeoutOrDefault() time.Duration {
 // ImagePullGracePeriodOrDefault returns imagePullGracePeriod, or its default when unset.
 func (r RecoverySpec) ImagePullGracePeriodOrDefault() time.Duration {
 	return durationOr(r.ImagePullGracePeriod, DefaultImagePullGracePeriod)
+}
+
+// ContainerErrorGracePeriodOrDefault returns containerErrorGracePeriod, or its default
+// when unset.
+func (r RecoverySpec) ContainerErrorGracePeriodOrDefault() time.Duration {
+	return durationOr(r.ContainerErrorGracePeriod, DefaultContainerErrorGracePeriod)
 }
 
 // RegistrationTimeoutOrDefault returns registrationTimeout, or its default when unset.
@@ -249,6 +276,18 @@ type RunnerPoolStatus struct {
 	// +kubebuilder:default=0
 	FailedRunners int32 `json:"failedRunners"`
 
+	// outdatedRunners are runners whose pod was made from an older template than the
+	// current one. Idle and pending ones are replaced; busy ones finish their job first.
+	// +optional
+	// +kubebuilder:default=0
+	OutdatedRunners int32 `json:"outdatedRunners"`
+
+	// templateHash is the hash of the current template; each Runner records the hash of
+	// the template its pod was made from in status.templateHash.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	TemplateHash string `json:"templateHash,omitempty"`
+
 	// conditions: Ready, ScalingUp, ScalingDown, Degraded.
 	// +optional
 	// +listType=map
@@ -289,6 +328,7 @@ type RepositoryActivity struct {
 // +kubebuilder:printcolumn:name="Idle",type=integer,JSONPath=`.status.idleRunners`,description="Runners online and waiting for a job"
 // +kubebuilder:printcolumn:name="Busy",type=integer,JSONPath=`.status.busyRunners`,description="Runners running a job"
 // +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.failedRunners`,description="Failed runners kept visible for a while; not counted against maxRunners"
+// +kubebuilder:printcolumn:name="Outdated",type=integer,JSONPath=`.status.outdatedRunners`,priority=1,description="Runners made from an older template: idle and pending ones are being replaced, busy ones finish their job first"
 // +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxRunners`,description="The most runners alive at once (spec.maxRunners)"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Whether the pool's configuration and credentials work"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1,description="The Ready condition's reason"

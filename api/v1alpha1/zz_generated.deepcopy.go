@@ -38,6 +38,11 @@ func (in *RecoverySpec) DeepCopyInto(out *RecoverySpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.ContainerErrorGracePeriod != nil {
+		in, out := &in.ContainerErrorGracePeriod, &out.ContainerErrorGracePeriod
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.RegistrationTimeout != nil {
 		in, out := &in.RegistrationTimeout, &out.RegistrationTimeout
 		*out = new(v1.Duration)

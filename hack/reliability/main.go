@@ -249,6 +249,14 @@ func run(in, out, simPath string, w io.Writer) (bool, error) {
 		for _, f := range s.Faults {
 			fmt.Fprintf(w, "  fault: %s ×%d — %s%s\n", f.Kind, f.Count, verdict(f.Survived), detail(f.Detail))
 		}
+		if held, ok := s.Measures["stuck_runners_past_pending_timeout"]; ok {
+			// The stuck-pods phase: no runner may hold a slot past pendingTimeout, and
+			// every job runs once the templates are fixed.
+			ok := held == 0 && s.Lost.Jobs == 0
+			passed = passed && ok
+			fmt.Fprintf(w, "  stuck pods: %g runners held a slot past pendingTimeout; %d of %d jobs ran once the templates were fixed — %s\n",
+				held, s.Load.Jobs-s.Lost.Jobs, s.Load.Jobs, verdict(ok))
+		}
 		var keys []string
 		for k := range s.Measures {
 			keys = append(keys, k)

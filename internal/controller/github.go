@@ -26,12 +26,12 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string { return e.Message }
 
-// Degraded reasons for configuration problems.
+// Degraded reasons for configuration problems found without asking GitHub. What GitHub
+// answers has its reasons in api/v1alpha1 (CredentialsRefused, AppNotInstalled, ...).
 const (
 	ReasonInvalidURL         = "InvalidURL"
 	ReasonSecretNotFound     = "CredentialsSecretNotFound"
 	ReasonInvalidCredentials = "InvalidCredentials"
-	ReasonGitHubUnavailable  = "GitHubUnavailable"
 )
 
 // GitHubResolver finds the GitHub client and scope of a pool. Credentials Secrets are
@@ -45,6 +45,7 @@ type GitHubResolver struct {
 
 	mu      sync.Mutex
 	secrets map[types.NamespacedName]cachedSecret
+	access  map[accessKey]accessEntry
 }
 
 type cachedSecret struct {
@@ -54,22 +55,29 @@ type cachedSecret struct {
 }
 
 // For returns the client and scope of a pool, or a *ConfigError the pool's owner
-// must fix, or a transient error.
+// must fix, or an *UnavailableError (the Secret could not be read). It does not call
+// GitHub; Check does.
 func (r *GitHubResolver) For(ctx context.Context, pool *v1alpha1.RunnerPool) (github.Client, github.Scope, error) {
+	c, scope, _, err := r.resolve(ctx, pool)
+	return c, scope, err
+}
+
+// resolve is For, plus a fingerprint of the credentials Secret's data.
+func (r *GitHubResolver) resolve(ctx context.Context, pool *v1alpha1.RunnerPool) (github.Client, github.Scope, string, error) {
 	scope, err := github.ParseURL(pool.Spec.GitHub.URL)
 	if err != nil {
-		return nil, github.Scope{}, &ConfigError{Reason: ReasonInvalidURL, Message: err.Error()}
+		return nil, github.Scope{}, "", &ConfigError{Reason: ReasonInvalidURL, Message: err.Error()}
 	}
 	key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Spec.GitHub.CredentialsSecretRef.Name}
 	data, err := r.secretData(ctx, key)
 	if err != nil {
-		return nil, scope, err
+		return nil, scope, "", err
 	}
 	c, err := r.Provider.Get(key, data)
 	if err != nil {
-		return nil, scope, &ConfigError{Reason: ReasonInvalidCredentials, Message: err.Error()}
+		return nil, scope, "", &ConfigError{Reason: ReasonInvalidCredentials, Message: err.Error()}
 	}
-	return c, scope, nil
+	return c, scope, fingerprint(data), nil
 }
 
 func (r *GitHubResolver) secretData(ctx context.Context, key types.NamespacedName) (map[string][]byte, error) {
@@ -87,7 +95,8 @@ func (r *GitHubResolver) secretData(ctx context.Context, key types.NamespacedNam
 		case apierrors.IsNotFound(err):
 			cs = cachedSecret{missing: true, readAt: now}
 		case err != nil:
-			return nil, fmt.Errorf("reading credentials secret %s: %w", key, err)
+			return nil, &UnavailableError{Reason: v1alpha1.ReasonCredentialsSecretUnreadable, Message: fmt.Sprintf(
+				"could not read credentials secret %s from the API server: %v; check the controller's RBAC (get secrets) and the API server", key, err)}
 		default:
 			cs = cachedSecret{data: s.Data, readAt: now}
 		}

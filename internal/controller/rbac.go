@@ -19,7 +19,8 @@
 //     pool's credentials Secret is patched to add and remove the finalizer that keeps
 //     it while the pool's runners may need unregistering.
 //   - Events: events.k8s.io for the controllers' events (patch: an event series); core
-//     events for leader election's. Leases (get, create, update) for leader election;
+//     events for leader election's, and listed (by the pod's name, uncached) once when a
+//     runner pod fails PendingTimeout, to quote the pod's own last warning. Leases (get, create, update) for leader election;
 //     a standby reads the Lease to forward webhooks to the leader.
 package controller
 
@@ -29,6 +30,6 @@ package controller
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools/finalizers;runners/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete;patch
-// +kubebuilder:rbac:groups="",resources=events,verbs=create
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;list
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update

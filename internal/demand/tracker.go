@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 )
 
@@ -61,6 +62,8 @@ type Tracker struct {
 	pickup func(pool PoolKey, waited time.Duration)
 	// rebuilt is set once demand was rebuilt from GitHub after a start (MarkRebuilt).
 	rebuilt bool
+	// log receives a line for each queued self-hosted job that matches no pool.
+	log logr.Logger
 }
 
 // NewTracker returns a Tracker routing with router.
@@ -121,6 +124,7 @@ func (t *Tracker) Observe(ev JobEvent) {
 	now := t.clock.Now()
 	var changed []PoolKey
 	var runnerChanged string
+	var unmatched bool
 	var picked *struct {
 		pool   PoolKey
 		waited time.Duration
@@ -138,6 +142,8 @@ func (t *Tracker) Observe(ev JobEvent) {
 		if key, ok := t.router.Route(ev.Job); ok {
 			t.addQueued(tj, key)
 			changed = append(changed, key)
+		} else if selfHosted(ev.Job) {
+			unmatched = true
 		}
 	case ActionInProgress, ActionCompleted:
 		if r := ev.Job.RunnerName; r != "" {
@@ -176,9 +182,12 @@ func (t *Tracker) Observe(ev JobEvent) {
 		// Waiting for an environment's protection rules: no runner is needed until
 		// GitHub queues it.
 	}
-	notify, pickup, notifyRunner := t.notify, t.pickup, t.notifyRunner
+	notify, pickup, notifyRunner, logger := t.notify, t.pickup, t.notifyRunner, t.log
 	t.mu.Unlock()
 
+	if unmatched {
+		reportUnmatched(logger, ev.Job, t.router.Explain(ev.Job))
+	}
 	if runnerChanged != "" && notifyRunner != nil {
 		notifyRunner(runnerChanged)
 	}

@@ -25,7 +25,15 @@ const (
 	// (403 that is not a rate limit), or they cannot serve the scope (a GitHub App
 	// for an enterprise). Retrying won't help: fix the Secret or the App's permissions.
 	ReasonUnauthorized Reason = "Unauthorized"
+	// ReasonAppNotInstalled: GitHub has no installation with the credentials'
+	// installation id (404 on the installation token): the App was uninstalled or the
+	// id is wrong. IsUnauthorized is true for it too.
+	ReasonAppNotInstalled Reason = "AppNotInstalled"
 )
+
+// ErrNoSuchRunnerGroup is wrapped by the NotFound error of a runner group lookup whose
+// scope exists but has no group of that name.
+var ErrNoSuchRunnerGroup = errors.New("no such runner group")
 
 // Error is a classified GitHub failure. Match it with the Is* predicates or errors.As.
 // Its message never contains a token, private key or JIT configuration.
@@ -76,6 +84,11 @@ func NewUnauthorizedError(msg string, err error) error {
 	return &Error{Reason: ReasonUnauthorized, Message: msg, Err: err}
 }
 
+// NewAppNotInstalledError returns an AppNotInstalled error.
+func NewAppNotInstalledError(msg string, err error) error {
+	return &Error{Reason: ReasonAppNotInstalled, Message: msg, Err: err}
+}
+
 // ReasonOf returns the Reason of the first *Error in err's chain, or "" if there is none.
 func ReasonOf(err error) Reason {
 	if e, ok := errors.AsType[*Error](err); ok {
@@ -97,8 +110,14 @@ func IsBusy(err error) bool { return ReasonOf(err) == ReasonBusy }
 func IsRateLimited(err error) bool { return ReasonOf(err) == ReasonRateLimited }
 
 // IsUnauthorized reports whether err says the credentials are rejected, lack
-// permission, or cannot serve the scope.
-func IsUnauthorized(err error) bool { return ReasonOf(err) == ReasonUnauthorized }
+// permission, or cannot serve the scope (an App not installed included).
+func IsUnauthorized(err error) bool {
+	r := ReasonOf(err)
+	return r == ReasonUnauthorized || r == ReasonAppNotInstalled
+}
+
+// IsAppNotInstalled reports whether err says the App's installation does not exist.
+func IsAppNotInstalled(err error) bool { return ReasonOf(err) == ReasonAppNotInstalled }
 
 // RetryAfter returns how long a RateLimited err asks callers to wait, or 0 for any
 // other error.

@@ -164,6 +164,10 @@ func (c *client) classify(err error, what string, on422 func(*gh.ErrorResponse) 
 		// ghinstallation leaves a failed token response open for inspection.
 		_ = he.Response.Body.Close()
 		code := he.Response.StatusCode
+		if code == http.StatusNotFound {
+			return NewAppNotInstalledError(fmt.Sprintf("%s: GitHub has no such installation of the %s in Secret %s (HTTP 404 on the installation token): install the App on the account, or fix %s",
+				what, c.creds, c.opts.Name, KeyAppInstallationID), nil)
+		}
 		if code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusNotFound {
 			return NewUnauthorizedError(fmt.Sprintf("%s: GitHub refused an installation token for %s from Secret %s (HTTP %d): check %s, %s and %s",
 				what, c.creds, c.opts.Name, code, KeyAppID, KeyAppInstallationID, KeyAppPrivateKey), nil)
@@ -405,7 +409,7 @@ func (c *client) RunnerGroupID(ctx context.Context, scope Scope, group string) (
 	}
 	id, ok := v.(map[string]int64)[key]
 	if !ok {
-		return 0, NewNotFoundError(what+": no such runner group", nil)
+		return 0, NewNotFoundError(what, ErrNoSuchRunnerGroup)
 	}
 	return id, nil
 }

@@ -113,7 +113,7 @@ func (o *Options) defaults() {
 	}
 }
 
-func init() { crmetrics.Registry.MustRegister(demand.WebhookDeliveries) }
+func init() { crmetrics.Registry.MustRegister(demand.WebhookDeliveries, demand.UnmatchedJobs) }
 
 // Scheme knows the core types and Gantry's.
 func Scheme() *runtime.Scheme {
@@ -171,6 +171,7 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 	}
 	clk := opts.Clock
 	tracker := demand.NewTracker(demand.NewRouter(), clk)
+	tracker.SetLogger(ctrl.Log.WithName("demand"))
 	resolver := &controller.GitHubResolver{
 		Reader:    mgr.GetAPIReader(),
 		Provider:  github.NewProvider(github.ProviderOptions{Options: github.Options{Timeout: opts.GitHubTimeout, Clock: clk}}),

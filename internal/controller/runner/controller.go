@@ -3,8 +3,10 @@
 //
 //	register.go  JIT configuration from GitHub → a Secret the Runner owns
 //	pod.go       the runner pod, reading the JIT configuration from that Secret
-//	observe.go   pod and job state → phase; failure detection with reasons
+//	observe.go   pod and job state → phase
+//	stuck.go     failure detection for every container of a pod not running its agent
 //	online.go    Pending until GitHub lists the runner online, from one listing per scope
+//	rollout.go   the template hash a runner's pod was made from; outdated runners
 //	finalize.go  unregister from GitHub (a busy runner is kept), delete pod and Secret
 //
 // ownwrites.go keeps a reconcile from acting on a cached Runner older than the
@@ -120,6 +122,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if runner.Status.Phase == v1alpha1.RunnerFailed {
 		return r.expireFailed(ctx, s)
 	}
+	markOutdated(s)
 	for _, phase := range []func(context.Context, *scope) (reconcile.Result, bool, error){
 		r.register,
 		r.ensurePod,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,12 +24,17 @@ import (
 // GitHub says is busy (422) is kept, pod and all, and checked again later — a scale-down
 // never kills a job. A runner that ran its job and exited 0 removed itself from GitHub
 // (ephemeral), so no call is made for it. A registration already gone (404) is done.
-// Then the pod and the Secret are deleted and the finalizer removed.
+// Then the pod and the Secret are deleted; a pod stuck terminating on a lost node is
+// force-deleted after nodeLostTimeout (removePod), and the finalizer removed once the
+// pod is gone. An idle or pending runner shows phase Deleting meanwhile.
 func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (reconcile.Result, error) {
 	if !controllerutil.ContainsFinalizer(runner, v1alpha1.Finalizer) {
 		return reconcile.Result{}, nil
 	}
 	logger := log.FromContext(ctx)
+	if err := r.markDeleting(ctx, runner); err != nil {
+		return reconcile.Result{}, err
+	}
 	selfRemoved := runner.Status.Phase == v1alpha1.RunnerSucceeded && runner.Status.Job != nil
 	registered := runner.Status.GitHubRunnerID != 0 || runner.Status.RegisteredAt != nil
 	if registered && !selfRemoved {
@@ -38,13 +44,12 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 		}
 	}
 
-	for _, obj := range []ctrl.Object{
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: runner.Namespace, Name: runner.Name}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: runner.Namespace, Name: runner.Name}},
-	} {
-		if err := r.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, fmt.Errorf("deleting runner %T: %w", obj, err)
-		}
+	if left, err := r.removePod(ctx, runner); err != nil || left > 0 {
+		return reconcile.Result{RequeueAfter: left}, err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: runner.Namespace, Name: runner.Name}}
+	if err := r.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, fmt.Errorf("deleting runner secret: %w", err)
 	}
 	r.Tracker.ForgetRunner(runner.Name)
 	logger.V(1).Info("Runner removed")
@@ -113,3 +118,61 @@ func (r *Reconciler) unregister(ctx context.Context, runner *v1alpha1.Runner) (r
 	}
 	return reconcile.Result{}, fmt.Errorf("unregistering runner from GitHub: %w", err)
 }
+
+// markDeleting sets phase Deleting on an idle or pending runner being finalized. A busy
+// runner stays Busy (it finishes its job), a finished one keeps Succeeded or Failed.
+func (r *Reconciler) markDeleting(ctx context.Context, runner *v1alpha1.Runner) error {
+	switch runner.Status.Phase {
+	case "", v1alpha1.RunnerPending, v1alpha1.RunnerIdle:
+	default:
+		return nil
+	}
+	before := runner.DeepCopy()
+	runner.Status.Phase = v1alpha1.RunnerDeleting
+	if err := r.Client.Status().Patch(ctx, runner, ctrl.MergeFrom(before)); err != nil {
+		return ctrl.IgnoreNotFound(err)
+	}
+	r.writes.wrote(runner, before.ResourceVersion, r.Clock.Now())
+	return nil
+}
+
+// removePod deletes the runner's pod and returns how long to wait for it to be gone: 0
+// once it is. A pod bound to a node stays terminating until its kubelet confirms it;
+// one whose node is lost never is, so it is force-deleted nodeLostTimeout after its
+// grace period ended (the pool's, or the default when the pool is gone). Without this
+// the Runner would go and leave the pod terminating with nothing to remove it.
+func (r *Reconciler) removePod(ctx context.Context, runner *v1alpha1.Runner) (time.Duration, error) {
+	pod := &corev1.Pod{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: runner.Namespace, Name: runner.Name}, pod)
+	switch {
+	case apierrors.IsNotFound(err):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("reading runner pod: %w", err)
+	case !metav1.IsControlledBy(pod, runner):
+		return 0, nil
+	}
+	if pod.DeletionTimestamp.IsZero() {
+		if err := r.Client.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
+			return 0, fmt.Errorf("deleting runner pod: %w", err)
+		}
+		if pod.Spec.NodeName == "" {
+			return 0, nil // never bound: the API server removes it at once
+		}
+		// The pod's deletion event brings the runner back; the requeue is a backstop.
+		return podGoneRecheck, nil
+	}
+	timeout := v1alpha1.DefaultNodeLostTimeout
+	pool := &v1alpha1.RunnerPool{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: runner.Namespace, Name: runner.Spec.PoolName}, pool); err == nil {
+		timeout = pool.Spec.Recovery.NodeLostTimeoutOrDefault()
+	}
+	left, err := r.reapStuckPod(ctx, pod, timeout)
+	if err != nil || left > 0 {
+		return min(max(left, time.Second), podGoneRecheck), err
+	}
+	return 0, nil
+}
+
+// podGoneRecheck is how often a finalizing runner looks again at a pod still terminating.
+const podGoneRecheck = 30 * time.Second

@@ -19,13 +19,13 @@ import (
 
 // observe reads the pod and the job the Tracker saw start, and sets the phase: Pending
 // until the runner container runs and GitHub lists the runner online (checkOnline, in
-// online.go), Busy once GitHub said it took a job, Idle otherwise.
+// online.go), Busy once GitHub said it took a job, Idle otherwise. A pod that does not
+// run its agent is checkStuck's (stuck.go).
 // Contract: a runner that cannot recover is failed with a reason a person can act on,
 // as soon as that is certain and never earlier than its pool's recovery timeouts say;
 // a finished runner is completed. It requeues for the next deadline it is waiting on.
 func (r *Reconciler) observe(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
 	pod, rec := s.pod, s.pool.Spec.Recovery
-	now := r.Clock.Now()
 
 	if job, ok := r.Tracker.RunnerJob(s.runner.Name); ok && s.runner.Status.Job == nil {
 		s.runner.Status.Job = &v1alpha1.RunnerJob{ID: job.ID, RunID: job.RunID, Repository: job.Repository(), Workflow: job.Workflow}
@@ -52,6 +52,9 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (reconcile.Result, b
 		return r.fail(ctx, s, v1alpha1.ReasonNodeLost, fmt.Sprintf("node %s was lost; the runner's pod was stuck terminating for %s and was force-deleted", pod.Spec.NodeName, humanDuration(rec.NodeLostTimeoutOrDefault())))
 	}
 
+	if handled, res, done, err := r.checkStuck(ctx, s, hasJob); handled {
+		return res, done, err
+	}
 	switch pod.Status.Phase {
 	case corev1.PodSucceeded:
 		s.runner.Status.Phase = v1alpha1.RunnerSucceeded
@@ -75,27 +78,6 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (reconcile.Result, b
 		return r.checkOnline(ctx, s, runningSince(pod))
 	}
 
-	// Pending: not scheduled, or pulling its image.
-	s.runner.Status.Phase = v1alpha1.RunnerPending
-	if w := runnerWaiting(pod); w != nil {
-		switch w.Reason {
-		case "InvalidImageName":
-			return r.fail(ctx, s, v1alpha1.ReasonInvalidImageName, "the runner image name is invalid: "+w.Message+"; fix template.spec.containers[runner].image")
-		case "ErrImagePull", "ImagePullBackOff":
-			left := rec.ImagePullGracePeriodOrDefault() - now.Sub(pod.CreationTimestamp.Time)
-			if left <= 0 {
-				return r.fail(ctx, s, v1alpha1.ReasonImagePullFailed, fmt.Sprintf("the runner image could not be pulled for %s: %s", humanDuration(rec.ImagePullGracePeriodOrDefault()), w.Message))
-			}
-			return reconcile.Result{RequeueAfter: left}, false, nil
-		}
-	}
-	if c := podCondition(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-		left := rec.PendingTimeoutOrDefault() - now.Sub(c.LastTransitionTime.Time)
-		if left <= 0 {
-			return r.fail(ctx, s, v1alpha1.ReasonUnschedulable, fmt.Sprintf("the runner pod could not be scheduled for %s: %s", humanDuration(rec.PendingTimeoutOrDefault()), c.Message))
-		}
-		return reconcile.Result{RequeueAfter: left}, false, nil
-	}
 	return reconcile.Result{}, false, nil
 }
 
@@ -201,13 +183,6 @@ func runnerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
 		if pod.Status.ContainerStatuses[i].Name == v1alpha1.RunnerContainerName {
 			return &pod.Status.ContainerStatuses[i]
 		}
-	}
-	return nil
-}
-
-func runnerWaiting(pod *corev1.Pod) *corev1.ContainerStateWaiting {
-	if cs := runnerStatus(pod); cs != nil {
-		return cs.State.Waiting
 	}
 	return nil
 }

@@ -86,6 +86,7 @@ func (r *Reconciler) ensurePod(ctx context.Context, s *scope) (reconcile.Result,
 		return reconcile.Result{}, false, fmt.Errorf("creating runner pod: %w", err)
 	}
 	s.runner.Status.PodName = pod.Name
+	s.runner.Status.TemplateHash = TemplateHash(s.pool.Spec.Template)
 	podCreated(s)
 	// The pod watch brings the runner back when the pod changes.
 	return reconcile.Result{}, false, nil

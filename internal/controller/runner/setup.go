@@ -6,10 +6,14 @@ import (
 
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -36,6 +40,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Named("runner").
 		For(&v1alpha1.Runner{}).
 		Owns(&corev1.Pod{}).
+		// A changed template makes the pool's runners outdated (status.outdated).
+		Watches(&v1alpha1.RunnerPool{}, handler.EnqueueRequestsFromMapFunc(r.poolRunners),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controllerOptions(concurrency)).
 		WatchesRawSource(jobs).
 		Complete(gantrycontroller.QuietOnShutdown(r))
@@ -57,4 +64,18 @@ func controllerOptions(concurrency int) controller.Options {
 			&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
 		),
 	}
+}
+
+// poolRunners are the Runners of a pool, for a pool whose spec changed.
+func (r *Reconciler) poolRunners(ctx context.Context, pool client.Object) []reconcile.Request {
+	var list v1alpha1.RunnerList
+	if err := r.Client.List(ctx, &list, client.InNamespace(pool.GetNamespace()),
+		client.MatchingLabels{v1alpha1.LabelPool: pool.GetName()}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, it := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: it.Namespace, Name: it.Name}})
+	}
+	return out
 }

@@ -6,6 +6,7 @@
 //	credentials.go the credentials Secret held (finalizer) while the pool uses it
 //	validate.go    a stored pool that cannot be used as it is (InvalidSpec)
 //	scale.go       desired count, creation with expectations, victim choice
+//	rollout.go     runners made from an older template: counted, idle and pending replaced
 //	status.go      counts and conditions
 //	events.go      Warning and Normal events when the pool degrades and recovers
 //	metrics.go     per-pool gauges and the pickup latency histogram
@@ -87,7 +88,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	before := pool.DeepCopy()
 	st := &state{pool: pool, runners: runners}
-	st.configErr = r.checkConfig(ctx, pool)
+	st.configErr, st.unavailable = r.checkConfig(ctx, pool)
 	if st.configErr == nil {
 		r.route(pool)
 	} else {
@@ -95,6 +96,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	st.count(r.Tracker, r.expectations.pending(req.NamespacedName, runners, r.Clock.Now()))
+	st.countOutdated(r.Tracker)
+	if prev := pool.Status.TemplateHash; prev != "" && prev != st.templateHash {
+		// A changed template gets a fresh start: the failures were the old template's,
+		// and a fixed template should not wait out their backoff.
+		r.Failures.RecordSuccess(req.NamespacedName)
+	}
 	st.demand = r.Tracker.Demand(req.NamespacedName)
 	st.failures = r.Failures.Get(req.NamespacedName)
 	st.desired = desired(pool.Spec, st.busy, st.demand.Queued)
@@ -114,9 +121,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// Events follow the stored status: whoever reads a Recovered event and then the
 	// pool sees it Ready, and a failed patch does not announce a change twice.
 	r.recordEvents(before, pool)
-	if st.configErr != nil && (res.RequeueAfter == 0 || res.RequeueAfter > configRecheck) {
-		// Credentials Secrets are not watched: look again, so that a Secret created or
-		// fixed makes the pool Ready even while no job asks for a runner.
+	if (st.configErr != nil || st.unavailable != nil) && (res.RequeueAfter == 0 || res.RequeueAfter > configRecheck) {
+		// Credentials Secrets are not watched and GitHub's answer is kept a while: look
+		// again, so that a Secret created or fixed, an App installed again or GitHub
+		// back makes the pool Ready even while no job asks for a runner.
 		res.RequeueAfter = configRecheck
 	}
 	return res, scaleErr
@@ -125,16 +133,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // configRecheck is how often a pool whose configuration is broken is checked again.
 const configRecheck = 30 * time.Second
 
-// checkConfig says what the pool's owner must fix before runners can be created, or nil.
-func (r *Reconciler) checkConfig(ctx context.Context, pool *v1alpha1.RunnerPool) error {
+// checkConfig says what the pool's owner must fix before runners can be created
+// (configErr: a *controller.ConfigError, or the stored pool's own InvalidSpec error), or
+// that access could not be checked right now (unavailable: the Secret unreadable, GitHub
+// not answering — runners are still created). GitHub's answer comes from
+// GitHubResolver.Check, cached per credentials and scope.
+func (r *Reconciler) checkConfig(ctx context.Context, pool *v1alpha1.RunnerPool) (configErr, unavailable error) {
 	if err := storedSpecError(pool); err != nil {
 		if c := meta.FindStatusCondition(pool.Status.Conditions, v1alpha1.ConditionDegraded); c == nil || c.Reason != v1alpha1.ReasonInvalidSpec {
 			log.FromContext(ctx).Info("Pool cannot be used as stored; it creates no runners until it is fixed", "message", err.Error())
 		}
-		return err
+		return err, nil
 	}
-	_, _, err := r.GitHub.For(ctx, pool)
-	return err
+	err := r.GitHub.Check(ctx, pool)
+	var down *controller.UnavailableError
+	if errors.As(err, &down) {
+		return nil, err
+	}
+	return err, nil
 }
 
 func (r *Reconciler) listRunners(ctx context.Context, pool *v1alpha1.RunnerPool) ([]v1alpha1.Runner, error) {

@@ -44,14 +44,21 @@ type state struct {
 	failures controller.PoolFailures
 
 	configErr error
-	created   int
-	retired   int
-	backoff   time.Time
+	// unavailable: the pool's access could not be checked (Ready is False), but runners
+	// are created all the same.
+	unavailable error
+	created     int
+	retired     int
+	backoff     time.Time
 	// rebuilt: the Tracker's demand was rebuilt from GitHub since the start; until then
 	// no runner is retired.
 	rebuilt bool
 	// recent is status.recentRepositories.
 	recent []v1alpha1.RepositoryActivity
+	// templateHash is the current template's; outdated counts the runners made from an
+	// older one, replaced those retired in this pass to be made again (rollout.go).
+	templateHash       string
+	outdated, replaced int
 }
 
 // configBroken reports whether the pool's configuration keeps runners from being created.
@@ -104,6 +111,9 @@ func (s *state) count(t *demand.Tracker, expected int) {
 // retired — never a busy one.
 func (r *Reconciler) scale(ctx context.Context, s *state) (reconcile.Result, error) {
 	key := types.NamespacedName{Namespace: s.pool.Namespace, Name: s.pool.Name}
+	if err := r.replaceOutdated(ctx, s); err != nil {
+		return reconcile.Result{}, err
+	}
 	switch diff := s.desired - s.active(); {
 	case diff > 0:
 		if s.configBroken() {

@@ -25,6 +25,8 @@ func setStatus(s *state, now time.Time, threshold int) {
 	st.IdleRunners = int32(s.idle)
 	st.BusyRunners = int32(s.busy)
 	st.FailedRunners = int32(s.failed)
+	st.OutdatedRunners = int32(s.outdated)
+	st.TemplateHash = s.templateHash
 	st.RecentRepositories = s.recent
 	for _, c := range []metav1.Condition{
 		readyCondition(s),
@@ -42,16 +44,24 @@ func configReason(err error) (string, string) {
 	if errors.As(err, &cfg) {
 		return cfg.Reason, cfg.Message
 	}
-	return controller.ReasonGitHubUnavailable, err.Error()
+	var down *controller.UnavailableError
+	if errors.As(err, &down) {
+		return down.Reason, down.Message
+	}
+	return v1alpha1.ReasonGitHubUnavailable, err.Error()
 }
 
+// readyCondition is True only on a real answer from GitHub for the pool's credentials
+// and scope (GitHubResolver.Check).
 func readyCondition(s *state) metav1.Condition {
-	if s.configErr != nil {
-		reason, msg := configReason(s.configErr)
-		return metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg}
+	for _, err := range []error{s.configErr, s.unavailable} {
+		if err != nil {
+			reason, msg := configReason(err)
+			return metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg}
+		}
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAsExpected,
-		Message: "the pool takes jobs"}
+		Message: "GitHub accepts the pool's credentials for its scope and runner group; the pool takes jobs"}
 }
 
 func scalingUpCondition(s *state) metav1.Condition {
@@ -67,6 +77,10 @@ func scalingDownCondition(s *state) metav1.Condition {
 	if s.retired > 0 {
 		return metav1.Condition{Type: v1alpha1.ConditionScalingDown, Status: metav1.ConditionTrue, Reason: "RetiringRunners",
 			Message: fmt.Sprintf("retiring %d idle runners", s.retired)}
+	}
+	if s.replaced > 0 {
+		return metav1.Condition{Type: v1alpha1.ConditionScalingDown, Status: metav1.ConditionTrue, Reason: "ReplacingOutdatedRunners",
+			Message: fmt.Sprintf("replacing %d idle or pending runners made from an older template", s.replaced)}
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionScalingDown, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonAsExpected,
 		Message: "no runners to retire"}

@@ -81,10 +81,11 @@ func TestValidRunnerPoolIsStoredWithDefaults(t *testing.T) {
 		MaxRunners:       10,
 		RegistrationMode: v1alpha1.RegistrationModeJIT,
 		Recovery: v1alpha1.RecoverySpec{
-			PendingTimeout:       &metav1.Duration{Duration: 10 * time.Minute},
-			ImagePullGracePeriod: &metav1.Duration{Duration: 2 * time.Minute},
-			RegistrationTimeout:  &metav1.Duration{Duration: 5 * time.Minute},
-			NodeLostTimeout:      &metav1.Duration{Duration: 5 * time.Minute},
+			PendingTimeout:            &metav1.Duration{Duration: 10 * time.Minute},
+			ImagePullGracePeriod:      &metav1.Duration{Duration: 2 * time.Minute},
+			ContainerErrorGracePeriod: &metav1.Duration{Duration: time.Minute},
+			RegistrationTimeout:       &metav1.Duration{Duration: 5 * time.Minute},
+			NodeLostTimeout:           &metav1.Duration{Duration: 5 * time.Minute},
 		},
 		Template: pool.Spec.Template,
 	}
@@ -258,6 +259,24 @@ func TestInvalidRunnerPoolsAreRefusedWithAMessageThatSaysWhatToFix(t *testing.T)
 				ps.RestartPolicy = corev1.RestartPolicyAlways
 			}),
 			wantMessages: []string{"spec.template", "template.spec.restartPolicy must be left out or be Never"},
+		},
+		{
+			name: "pendingTimeout of zero",
+			pool: func() *v1alpha1.RunnerPool {
+				p := testutil.RunnerPool(ns, "zero-pending").Obj()
+				p.Spec.Recovery.PendingTimeout = &metav1.Duration{}
+				return p
+			}(),
+			wantMessages: []string{"recovery.pendingTimeout must be a duration from 1s to 24h"},
+		},
+		{
+			name: "containerErrorGracePeriod over a day",
+			pool: func() *v1alpha1.RunnerPool {
+				p := testutil.RunnerPool(ns, "long-grace").Obj()
+				p.Spec.Recovery.ContainerErrorGracePeriod = &metav1.Duration{Duration: 48 * time.Hour}
+				return p
+			}(),
+			wantMessages: []string{"recovery.containerErrorGracePeriod must be a duration from 1s to 24h"},
 		},
 	}
 	for _, tt := range tests {

@@ -50,7 +50,7 @@ func TestRunnerPoolColumns(t *testing.T) {
 	wantCols := []column{
 		{"Name", "string", 0},
 		{"Queued", "integer", 0}, {"Desired", "integer", 0}, {"Pending", "integer", 0}, {"Idle", "integer", 0},
-		{"Busy", "integer", 0}, {"Failed", "integer", 0}, {"Max", "integer", 0},
+		{"Busy", "integer", 0}, {"Failed", "integer", 0}, {"Outdated", "integer", 1}, {"Max", "integer", 0},
 		{"Ready", "string", 0}, {"Reason", "string", 1}, {"URL", "string", 1},
 		{"Age", "date", 0},
 	}
@@ -66,7 +66,7 @@ func TestRunnerPoolColumns(t *testing.T) {
 		t.Fatalf("%d rows, want 1", len(table.Rows))
 	}
 	cells := table.Rows[0].Cells
-	want := []any{"linux-x64", 3.0, 7.0, 2.0, 1.0, 4.0, 1.0, 20.0, "False", "CredentialsSecretNotFound", "https://github.com/acme"}
+	want := []any{"linux-x64", 3.0, 7.0, 2.0, 1.0, 4.0, 1.0, 0.0, 20.0, "False", "CredentialsSecretNotFound", "https://github.com/acme"}
 	if diff := cmp.Diff(want, cells[:len(cells)-1]); diff != "" {
 		t.Errorf("the pool's row (-want +got):\n%s", diff)
 	}
@@ -89,7 +89,8 @@ func TestRunnerColumns(t *testing.T) {
 	for _, r := range []*v1alpha1.Runner{busy, failed, pending, starting, idle} {
 		w.create(r)
 	}
-	busy.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerBusy, Job: &v1alpha1.RunnerJob{ID: 4242, RunID: 77, Repository: "acme/api", Workflow: "ci"}}
+	busy.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerBusy, Job: &v1alpha1.RunnerJob{ID: 4242, RunID: 77, Repository: "acme/api", Workflow: "ci"},
+		TemplateHash: "0123456789abcdef", Outdated: true}
 	failed.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerFailed, Reason: v1alpha1.ReasonImagePullFailed,
 		Message: `the runner image could not be pulled for 2m: Back-off pulling image "ghcr.io/acme/runner:nope"`}
 	pending.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerPending, Message: "waiting for GitHub's rate limit to reset"}
@@ -107,7 +108,7 @@ func TestRunnerColumns(t *testing.T) {
 	table := getTable(t, "/apis/gantry.dev/v1alpha1/namespaces/"+ns+"/runners")
 	wantCols := []column{
 		{"Name", "string", 0}, {"Pool", "string", 0}, {"Phase", "string", 0}, {"Online", "string", 0}, {"Job", "integer", 0},
-		{"Repository", "string", 1}, {"Reason", "string", 0}, {"Message", "string", 1}, {"Age", "date", 0},
+		{"Repository", "string", 1}, {"Reason", "string", 0}, {"Outdated", "boolean", 0}, {"Message", "string", 1}, {"Age", "date", 0},
 	}
 	if diff := cmp.Diff(wantCols, columns(table)); diff != "" {
 		t.Errorf("runner columns (-want +got):\n%s", diff)
@@ -117,11 +118,11 @@ func TestRunnerColumns(t *testing.T) {
 		rows[r.Cells[0].(string)] = r.Cells[1 : len(r.Cells)-1]
 	}
 	for name, want := range map[string][]any{
-		busy.Name:     {"linux-x64", "Busy", nil, 4242.0, "acme/api", nil, nil},
-		failed.Name:   {"linux-x64", "Failed", nil, nil, nil, "ImagePullFailed", failed.Status.Message},
-		pending.Name:  {"linux-x64", "Pending", nil, nil, nil, nil, "waiting for GitHub's rate limit to reset"},
-		starting.Name: {"linux-x64", "Pending", "False", nil, nil, nil, nil},
-		idle.Name:     {"linux-x64", "Idle", "True", nil, nil, nil, nil},
+		busy.Name:     {"linux-x64", "Busy", nil, 4242.0, "acme/api", nil, true, nil},
+		failed.Name:   {"linux-x64", "Failed", nil, nil, nil, "ImagePullFailed", nil, failed.Status.Message},
+		pending.Name:  {"linux-x64", "Pending", nil, nil, nil, nil, nil, "waiting for GitHub's rate limit to reset"},
+		starting.Name: {"linux-x64", "Pending", "False", nil, nil, nil, nil, nil},
+		idle.Name:     {"linux-x64", "Idle", "True", nil, nil, nil, nil, nil},
 	} {
 		if diff := cmp.Diff(want, rows[name]); diff != "" {
 			t.Errorf("runner %s's row (-want +got):\n%s", name, diff)

@@ -122,25 +122,25 @@ func expectMessage(t *testing.T, ev corev1.Event, want any) {
 	}
 }
 
-// A runner that cannot register because the pool names a runner group GitHub does not
-// have says so in its status (`kubectl get runners -o wide`, MESSAGE) and waits,
-// instead of retrying silently.
+// A pool that names a runner group GitHub does not have says so on itself — not Ready,
+// Degraded, and a Warning event, each with reason RunnerGroupNotFound and a message that
+// says what to fix — and creates no runner that could only wait.
 func TestMissingRunnerGroupIsExplained(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	w.create(w.pool("groupless").RunnerGroup("gpu-nodes").MinIdle(1).MaxRunners(1).Obj())
-	want := `check the pool's github.url and github.runnerGroup: resolving runner group "gpu-nodes": looking up runner group "gpu-nodes" in ` +
-		w.simURL + `/acme: no such runner group`
-	var got v1alpha1.Runner
-	w.eventually("the runner to say its runner group is missing", 30*time.Second, func() (bool, error) {
-		rs := w.runners("groupless")
-		if len(rs) == 0 {
-			return false, nil
-		}
-		got = rs[0]
-		return got.Status.Message != "", nil
-	})
-	if got.Status.Message != want || got.Status.Phase != v1alpha1.RunnerPending {
-		t.Errorf("runner %s: phase %s, message %q; want Pending with %q", got.Name, got.Status.Phase, got.Status.Message, want)
+	want := w.simURL + `/acme has no runner group "gpu-nodes": create it on GitHub, or set github.runnerGroup to an existing group`
+	ev := w.event("groupless", corev1.EventTypeWarning, v1alpha1.ReasonRunnerGroupNotFound, 30*time.Second)
+	expectMessage(t, ev, want)
+	p := &v1alpha1.RunnerPool{}
+	if err := w.c.Get(w.ctx(), client.ObjectKey{Namespace: w.ns, Name: "groupless"}, p); err != nil {
+		t.Fatal(err)
+	}
+	ready := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != v1alpha1.ReasonRunnerGroupNotFound || ready.Message != want {
+		t.Errorf("Ready condition %+v; want False, %s, %q", ready, v1alpha1.ReasonRunnerGroupNotFound, want)
+	}
+	if rs := w.runners("groupless"); len(rs) != 0 {
+		t.Errorf("%d runners created for a pool whose runner group does not exist", len(rs))
 	}
 }
