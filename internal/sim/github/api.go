@@ -117,6 +117,11 @@ type InstallationSpec struct {
 	Repositories []string `json:"repositories,omitempty"`
 	// RateLimit overrides the primary limit per hour of its tokens (0: default).
 	RateLimit int `json:"rate_limit,omitempty"`
+	// Permissions are what the installation was granted, by GitHub's names
+	// ("organization_self_hosted_runners": "write", "actions": "read"; see
+	// permissions.go): a call its tokens make that needs another is refused 403, as
+	// GitHub does. Nil: every permission a runner controller uses.
+	Permissions map[string]string `json:"permissions,omitempty"`
 }
 
 // Installation is a created installation.
@@ -404,7 +409,11 @@ func (s *Sim) CreateInstallation(spec InstallationSpec) (Installation, error) {
 			return Installation{}, errorf(http.StatusConflict, "app %d is already installed on %s", a.id, o.login)
 		}
 	}
-	in := &installation{id: s.st.newID(), app: a, org: o, selection: "all", repos: map[int64]bool{}, created: s.now(), rateLimit: spec.RateLimit}
+	if err := validatePermissions(spec.Permissions); err != nil {
+		return Installation{}, errorf(http.StatusUnprocessableEntity, "%v", err)
+	}
+	in := &installation{id: s.st.newID(), app: a, org: o, selection: "all", repos: map[int64]bool{}, created: s.now(), rateLimit: spec.RateLimit,
+		permissions: grantedPermissions(spec.Permissions)}
 	if len(spec.Repositories) > 0 {
 		in.selection = "selected"
 		for _, name := range spec.Repositories {
