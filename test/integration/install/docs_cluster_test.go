@@ -11,11 +11,16 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
 )
 
 // docCluster is an empty cluster for one docs scenario: etcd and kube-apiserver
@@ -46,7 +51,13 @@ func startDocCluster(t *testing.T, dir string) *docCluster {
 	t.Cleanup(dc.stop)
 	cfg.QPS, cfg.Burst = 500, 1000
 	dc.cfg = cfg
-	if dc.c, err = client.New(cfg, client.Options{Scheme: env.Scheme}); err != nil {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dc.c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		t.Fatal(err)
 	}
 	admin, err := dc.te.AddUser(envtest.User{Name: "docs-admin", Groups: []string{"system:masters"}}, nil)

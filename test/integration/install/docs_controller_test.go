@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -82,6 +83,12 @@ func runDeployment(t *testing.T, w *docWorld, ns, name string) *docController {
 			a = flag + "=" + addr
 		}
 		args = append(args, a)
+	}
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--leader-election-namespace") }) {
+		// In the pod, controller-runtime reads the namespace from the ServiceAccount's
+		// mounted token directory, which a test process has not.
+		args = append(args, "--leader-election-namespace="+ns)
+		t.Logf("controller: --leader-election-namespace=%s added (in the pod it comes from the ServiceAccount's mounted namespace file)", ns)
 	}
 	if dc.probe == "" || dc.webhook == "" {
 		t.Fatalf("the Deployment's args %q set no --health-probe-bind-address or --webhook-bind-address", c.Args)
