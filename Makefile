@@ -77,7 +77,7 @@ lint-workflows: ## Lint the GitHub Actions workflows (.github/workflows) with ac
 	$(GO) tool -modfile=hack/actionlint/go.mod actionlint
 
 .PHONY: deploy-tools
-deploy-tools: ## Build the pinned helm and kustomize (hack/helm/go.mod) into Go's build cache
+deploy-tools: ## Build the pinned helm, kustomize and kubectl (hack/helm/go.mod) into Go's build cache
 	$(DEPLOY_TOOLS) -n helm >/dev/null
 	$(DEPLOY_TOOLS) -n kustomize >/dev/null
 	cd hack/helm && $(GO) build -o /dev/null ./kubectl
