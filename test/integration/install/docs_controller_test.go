@@ -2,7 +2,6 @@ package install
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -224,5 +223,3 @@ func redactLog(s string) string {
 	}
 	return strings.Join(out, "\n")
 }
-
-var errBlockFailed = errors.New("a documented command failed")

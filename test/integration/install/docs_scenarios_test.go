@@ -9,6 +9,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -156,7 +158,13 @@ func crdsFromAnOlderRelease() docStep {
 		cols := old.Spec.Versions[0].AdditionalPrinterColumns
 		old.Spec.Versions[0].AdditionalPrinterColumns = cols[:len(cols)-1]
 		old.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
-		if err := w.cluster.c.Patch(ctx, old, client.Apply, client.FieldOwner("helm"), client.ForceOwnership); err != nil { //nolint:staticcheck // an apply of a typed object, as Helm's own
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		delete(u, "status")
+		ac := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
+		if err := w.cluster.c.Apply(ctx, ac, client.FieldOwner("helm"), client.ForceOwnership); err != nil {
 			t.Fatalf("re-applying the CRD as an older release: %v", err)
 		}
 		_, stderr, err := w.shell(t, "kubectl apply --server-side -f charts/gantry/crds/")
