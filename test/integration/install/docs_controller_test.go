@@ -110,30 +110,51 @@ func runDeployment(t *testing.T, w *docWorld, ns, name string) *docController {
 		}
 	}
 	t.Logf("controller: %s %s as ServiceAccount %s/%s", w.gantry, strings.Join(args, " "), ns, sa)
-	logf, err := os.Create(dc.logPath)
-	if err != nil {
-		t.Fatal(err)
+	start := func() {
+		logf, err := os.OpenFile(dc.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dc.cmd = exec.Command(w.gantry, args...) //nolint:noctx // stopped with its process group
+		dc.cmd.Env = environ
+		dc.cmd.Stdout, dc.cmd.Stderr = logf, logf
+		dc.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := dc.cmd.Start(); err != nil {
+			t.Fatalf("starting the controller: %v", err)
+		}
+		exited, cmd := make(chan struct{}), dc.cmd
+		dc.exited = exited
+		go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
 	}
-	dc.cmd = exec.Command(w.gantry, args...) //nolint:noctx // stopped with its process group
-	dc.cmd.Env = environ
-	dc.cmd.Stdout, dc.cmd.Stderr = logf, logf
-	dc.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := dc.cmd.Start(); err != nil {
-		t.Fatalf("starting the controller: %v", err)
-	}
-	dc.exited = make(chan struct{})
-	go func() { _ = dc.cmd.Wait(); logf.Close(); close(dc.exited) }()
+	start()
 	t.Cleanup(dc.stop)
-	go dc.dieWithDeployment(w)
+	// The kubelet restarts a container that exits (restartPolicy Always): a controller
+	// started before the API server serves the CRDs just applied exits, and runs again.
+	restarts := 0
+	var restartAt time.Time
 	waitFor(t, "the controller ready on /readyz", 2*time.Minute, func(ctx context.Context) (bool, string) {
 		select {
 		case <-dc.exited:
-			t.Fatalf("the controller exited before it was ready; its log:\n%s", redactLog(tail(dc.logPath, 30)))
+			if restartAt.IsZero() {
+				restarts++
+				if restarts > 5 {
+					t.Fatalf("the controller exited %d times before it was ready; its log:\n%s", restarts, redactLog(tail(dc.logPath, 30)))
+				}
+				restartAt = time.Now().Add(time.Second)
+				t.Logf("controller: exited before it was ready (%s); restarted as the kubelet would", firstLine(tail(dc.logPath, 1)))
+			}
+			if time.Now().Before(restartAt) {
+				return false, "restarting"
+			}
+			restartAt = time.Time{}
+			start()
+			return false, "restarted"
 		default:
 		}
 		code := httpGet(ctx, "http://"+dc.probe+"/readyz")
 		return code == http.StatusOK, fmt.Sprintf("/readyz answered %d", code)
 	})
+	go dc.dieWithDeployment(w)
 	return dc
 }
 

@@ -27,7 +27,9 @@ func installHTTPRouteCRD(t *testing.T) {
 	var err error
 	httpRouteCRD.Do(func() {
 		crd := &apiextensionsv1.CustomResourceDefinition{
-			ObjectMeta: metav1.ObjectMeta{Name: "httproutes.gateway.networking.k8s.io"},
+			ObjectMeta: metav1.ObjectMeta{Name: "httproutes.gateway.networking.k8s.io",
+				// As the Gateway API's own CRDs carry: the group is a protected one.
+				Annotations: map[string]string{"api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/gateway-api/pull/2466"}},
 			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
 				Group: "gateway.networking.k8s.io",
 				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "httproutes", Singular: "httproute", Kind: "HTTPRoute", ListKind: "HTTPRouteList"},
