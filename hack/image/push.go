@@ -26,7 +26,7 @@ func Push(ref name.Tag, images map[string]v1.Image, opts ...remote.Option) (v1.H
 		archs = append(archs, a)
 	}
 	sort.Strings(archs)
-	var idx v1.ImageIndex = mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, a := range archs {
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
 			Add:        images[a],

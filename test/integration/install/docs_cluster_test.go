@@ -145,7 +145,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func(ctx con
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	last := ""
+	var last string
 	for {
 		ok, state := cond(ctx)
 		if ok {
