@@ -49,25 +49,39 @@ verify: generate ## Regenerate and fail if anything checked in is stale; check f
 	$(GO) mod tidy
 	cd hack/tools && $(GO) mod tidy
 	cd hack/helm && $(GO) mod tidy
+	cd hack/actionlint && $(GO) mod tidy
 	@if [ -n "$$(gofmt -l $$(git ls-files '*.go'))" ]; then echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; fi
-	@if [ -n "$$(git status --porcelain -- api config docs/reference go.mod go.sum hack/tools hack/helm charts/gantry/crds charts/gantry/files)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config docs/reference go.mod go.sum hack/tools hack/helm hack/actionlint charts/gantry/crds charts/gantry/files)" ]; then \
 		echo "Generated files or go.mod are out of date; run 'make generate' and 'go mod tidy' and commit:"; \
-		git status --porcelain -- api config docs/reference go.mod go.sum hack/tools hack/helm charts/gantry/crds charts/gantry/files; git diff --stat; exit 1; fi
+		git status --porcelain -- api config docs/reference go.mod go.sum hack/tools hack/helm hack/actionlint charts/gantry/crds charts/gantry/files; git diff --stat; exit 1; fi
 	@echo "verify: generated files are current"
 
 .PHONY: lint
 lint: ## Run golangci-lint (pinned in hack/tools/go.mod, config in .golangci.yml)
 	$(TOOLS) golangci-lint run ./...
+	$(GO) tool -modfile=hack/actionlint/go.mod actionlint
 
 .PHONY: image
 image: ## Build the container image: Dockerfile with docker/podman, else daemonless into out/image (CONTAINER_ENGINE=auto|docker|podman|none)
 	IMAGE='$(IMAGE)' VERSION='$(VERSION)' COMMIT='$(COMMIT)' LDFLAGS='$(LDFLAGS)' GO='$(GO)' \
 		CONTAINER_ENGINE='$(CONTAINER_ENGINE)' IMAGE_DIR='$(IMAGE_DIR)' IMAGE_ARCH='$(IMAGE_ARCH)' hack/image/build.sh
 
+# `make image-push`: the architectures of the multi-architecture image it pushes.
+IMAGE_ARCHS ?= amd64 arm64
+.PHONY: image-push
+image-push: ## Build the image for IMAGE_ARCHS (no container engine needed) and push it to IMAGE as one multi-architecture image
+	IMAGE='$(IMAGE)' VERSION='$(VERSION)' COMMIT='$(COMMIT)' LDFLAGS='$(LDFLAGS)' GO='$(GO)' \
+		IMAGE_DIR='$(IMAGE_DIR)' IMAGE_ARCHS='$(IMAGE_ARCHS)' hack/image/push.sh
+
+.PHONY: lint-workflows
+lint-workflows: ## Lint the GitHub Actions workflows (.github/workflows) with actionlint, pinned in hack/actionlint/go.mod
+	$(GO) tool -modfile=hack/actionlint/go.mod actionlint
+
 .PHONY: deploy-tools
-deploy-tools: ## Build the pinned helm and kustomize (hack/helm/go.mod) into Go's build cache
+deploy-tools: ## Build the pinned helm, kustomize and kubectl (hack/helm/go.mod) into Go's build cache
 	$(DEPLOY_TOOLS) -n helm >/dev/null
 	$(DEPLOY_TOOLS) -n kustomize >/dev/null
+	cd hack/helm && $(GO) build -o /dev/null ./kubectl
 
 .PHONY: helm-lint
 helm-lint: ## Lint the Helm chart (charts/gantry) with the pinned helm and render it with its defaults

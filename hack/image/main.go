@@ -21,6 +21,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -79,8 +81,13 @@ func run(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.Source, "source", "https://github.com/gantry-dev/gantry", "org.opencontainers.image.source label")
 	fs.Int64Var(&created, "created", 0, "creation time, seconds since the epoch (SOURCE_DATE_EPOCH)")
 	fs.StringVar(&out, "out", "out/image", "output directory: oci/ (an OCI image layout) and gantry-linux-ARCH.tar")
+	var push string
+	fs.StringVar(&push, "push", "", "instead of writing files, push a multi-architecture image to --ref built from these binaries: ARCH=PATH,ARCH=PATH")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if push != "" {
+		return runPush(o, created, push, stdout)
 	}
 	if o.Binary == "" {
 		return errors.New("--binary is required")
@@ -104,6 +111,42 @@ func run(args []string, stdout io.Writer) error {
 	_, err = fmt.Fprintf(stdout, "%s@%s\n  OCI layout: %s\n  tarball:    %s\n", tag, digest,
 		filepath.Join(out, "oci"), filepath.Join(out, TarballName(o.Arch)))
 	return err
+}
+
+// runPush builds one image per ARCH=PATH of spec and pushes them to o.Ref as one
+// multi-architecture index.
+func runPush(o Options, created int64, spec string, stdout io.Writer) error {
+	o.Created = time.Unix(created, 0).UTC()
+	tag, err := name.NewTag(o.Ref)
+	if err != nil {
+		return fmt.Errorf("--ref: %w", err)
+	}
+	images := map[string]v1.Image{}
+	for _, pair := range strings.Split(spec, ",") {
+		arch, bin, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || arch == "" || bin == "" {
+			return fmt.Errorf("--push %q: want ARCH=PATH[,ARCH=PATH]", spec)
+		}
+		o.Arch, o.Binary = arch, bin
+		if images[arch], err = Build(o); err != nil {
+			return err
+		}
+	}
+	digest, err := Push(tag, images)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "pushed %s@%s (linux: %s)\n", tag, digest, strings.Join(sortedKeys(images), ", "))
+	return err
+}
+
+func sortedKeys(m map[string]v1.Image) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // TarballName is the name of the `docker load` tarball for arch.

@@ -56,9 +56,15 @@ app.kubernetes.io/part-of: gantry
 {{- if or .Values.leaderElection.enabled (gt (int .Values.replicas) 1) }}true{{ else }}false{{ end }}
 {{- end }}
 
-{{/* The namespaces the chart creates the GitHub credentials Secret in. */}}
+{{/*
+The namespaces the chart creates the GitHub credentials Secret in: those of the
+RunnerPools that use it, since a pool reads its Secret from its own namespace.
+*/}}
 {{- define "gantry.githubSecretNamespaces" -}}
-{{- $ns := .Values.github.secretNamespaces | default .Values.watchNamespaces | default (list .Release.Namespace) }}
+{{- $ns := .Values.github.secretNamespaces | default .Values.watchNamespaces }}
+{{- if not $ns }}
+{{- fail "github.secretNamespaces: with every namespace watched (watchNamespaces empty), list the namespaces of the RunnerPools that use the credentials Secret, e.g. --set 'github.secretNamespaces={ci}': a pool reads its Secret from its own namespace" }}
+{{- end }}
 {{- toJson (uniq $ns) }}
 {{- end }}
 

@@ -161,7 +161,11 @@ func (s *Sim) CreateInstallation(spec InstallationSpec) (Installation, error) {
 			return Installation{}, errorf(http.StatusConflict, "app %d is already installed on %s", a.id, o.login)
 		}
 	}
-	in := &installation{id: s.st.newID(), app: a, org: o, selection: "all", repos: map[int64]bool{}, created: s.now(), rateLimit: spec.RateLimit}
+	if err := validatePermissions(spec.Permissions); err != nil {
+		return Installation{}, errorf(http.StatusUnprocessableEntity, "%v", err)
+	}
+	in := &installation{id: s.st.newID(), app: a, org: o, selection: "all", repos: map[int64]bool{}, created: s.now(), rateLimit: spec.RateLimit,
+		permissions: grantedPermissions(spec.Permissions)}
 	if len(spec.Repositories) > 0 {
 		in.selection = "selected"
 		for _, name := range spec.Repositories {

@@ -107,6 +107,11 @@ type InstallationSpec struct {
 	Repositories []string `json:"repositories,omitempty"`
 	// RateLimit overrides the primary limit per hour of its tokens (0: default).
 	RateLimit int `json:"rate_limit,omitempty"`
+	// Permissions are what the installation was granted, by GitHub's names
+	// ("organization_self_hosted_runners": "write", "actions": "read"; see
+	// permissions.go): a call its tokens make that needs another is refused 403, as
+	// GitHub does. Nil: every permission a runner controller uses.
+	Permissions map[string]string `json:"permissions,omitempty"`
 }
 
 // Installation is a created installation.

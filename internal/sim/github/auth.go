@@ -205,6 +205,9 @@ func (s *Sim) authorize(cred *credential, rt *route, sc scopeRef) *apiError {
 		return e
 	case credInstallation:
 		in := cred.inst
+		if e := permissionDenied(in, rt); e != nil {
+			return e
+		}
 		switch sc.kind {
 		case scopeRepo:
 			if in.covers(sc.repo) {

@@ -152,6 +152,8 @@ type installation struct {
 	repos     map[int64]bool
 	created   time.Time
 	rateLimit int
+	// permissions granted (permissions.go); nil: all.
+	permissions map[string]string
 }
 
 func (in *installation) covers(r *repo) bool {

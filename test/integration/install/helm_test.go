@@ -195,7 +195,7 @@ func TestHelmTemplate(t *testing.T) {
 				}
 				// The credentials Secret lands where the RunnerPools are, and the
 				// controller's own parser reads it as GitHub App credentials.
-				creds, err := github.ParseCredentials(r.secretData(t, ns, "gantry-github"))
+				creds, err := github.ParseCredentials(r.secretData(t, ns, "github-app"))
 				if err != nil {
 					t.Errorf("the chart's credentials Secret in %s does not parse: %v", ns, err)
 				} else if !creds.IsApp() || creds.App.AppID != 12345 || creds.App.InstallationID != 678 {
@@ -207,12 +207,13 @@ func TestHelmTemplate(t *testing.T) {
 			}
 		},
 	}, {
-		name: "token credentials in the release namespace",
+		name: "token credentials in a listed namespace",
 		values: func([]string) map[string]any {
-			return map[string]any{"github": map[string]any{"token": testToken, "secretName": "github-token"}}
+			return map[string]any{"github": map[string]any{"token": testToken, "secretName": "github-token", "secretNamespaces": []any{"ci-tokens"}}}
 		},
 		check: func(t *testing.T, r rendered) {
-			creds, err := github.ParseCredentials(r.secretData(t, r.ns, "github-token"))
+			ensureNamespace(t, "ci-tokens")
+			creds, err := github.ParseCredentials(r.secretData(t, "ci-tokens", "github-token"))
 			if err != nil || creds.IsApp() || creds.Token != testToken {
 				t.Errorf("the token Secret parses as %s (%v), want the personal access token", creds, err)
 			}
@@ -376,6 +377,7 @@ func TestHelmTemplateRefusesBadValues(t *testing.T) {
 		{"token and app", map[string]any{"github": map[string]any{"token": "x", "app": map[string]any{"appID": 1}}}, "either app"},
 		{"half an app", map[string]any{"github": map[string]any{"app": map[string]any{"appID": 1, "installationID": 2}}}, "needs all of appID, installationID and privateKey"},
 		{"existing and new credentials", map[string]any{"github": map[string]any{"existingSecret": "mine", "token": "x"}}, "leave app and token empty"},
+		{"credentials with every namespace watched and nowhere to put them", map[string]any{"github": map[string]any{"token": "x"}}, "list the namespaces of the RunnerPools"},
 		{"ingress without a host", map[string]any{"webhook": map[string]any{"ingress": map[string]any{"enabled": true}}}, "webhook.ingress.host is required"},
 		{"unknown log format", map[string]any{"logFormat": "xml"}, "logFormat"},
 		{"misspelled top-level key", map[string]any{"watchNamespace": []any{"a"}}, "watchNamespace"},

@@ -61,6 +61,13 @@ func TestMain(m *testing.M) {
 	if helmBin, err = buildTool("helm"); err == nil {
 		kustomizeBin, err = buildTool("kustomize")
 	}
+	if err == nil {
+		// Kept in out/ (ignored by git), where the next run overwrites them.
+		toolsDir := filepath.Join(root, "out", "docs-tools")
+		if err = os.MkdirAll(toolsDir, 0o755); err == nil {
+			err = buildDocTools(toolsDir)
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "install: %v\n", err)
 		os.Exit(1)

@@ -305,7 +305,7 @@ func TestControllerRunsWithTheChartsRights(t *testing.T) {
 				t.Errorf("a ping signed with the webhook secret got %d, want 200: the controller cannot read its webhook Secret", code)
 			}
 
-			pool := testutil.RunnerPool(poolNS, "linux").URL(simURL + "/acme").Credentials("gantry-github").Labels("linux").MinIdle(1).Obj()
+			pool := testutil.RunnerPool(poolNS, "linux").URL(simURL + "/acme").Credentials("github-app").Labels("linux").MinIdle(1).Obj()
 			if err := env.Client.Create(c, pool); err != nil {
 				t.Fatal(err)
 			}

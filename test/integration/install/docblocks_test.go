@@ -1,0 +1,235 @@
+package install
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The docs tests run the commands of the user-facing docs as they are written. In the
+// Markdown source, an HTML comment on the line right before a fenced block marks it:
+//
+//	<!-- test: ID -->                      the block runs in the docs tests (sh), or,
+//	                                       for a block whose first line is "# FILE",
+//	                                       is written to FILE before the next command
+//	<!-- test: ID; replaces: A, B -->      as above; the test substitutes the named
+//	                                       placeholders (an App ID, a URL) before
+//	                                       running it, and logs each substitution
+//	<!-- not tested: WHY -->               a command the tests cannot run (it waits
+//	                                       forever, or needs GitHub itself)
+//
+// Every sh block of the docs in docFiles carries one of them (TestDocsShellBlocksAreMarked),
+// and every block marked `test` is run by a scenario in docs_test.go.
+
+// docFiles are the docs whose shell blocks a user runs to install and operate Gantry.
+var docFiles = []string{
+	"docs/quickstart.md",
+	"docs/install.md",
+	"docs/operations.md",
+	"charts/gantry/README.md",
+}
+
+// docBlock is one fenced block of a doc.
+type docBlock struct {
+	file string // relative to the repository root
+	line int    // of the opening fence, 1-based
+	lang string
+	body string
+	// marker is "test", "not tested" or "" (none).
+	marker string
+	// id names a tested block; skipWhy says why a block is not tested.
+	id, skipWhy string
+	// replaces are the placeholders the test substitutes.
+	replaces []string
+}
+
+// ref is how scenarios name the block: "docs/quickstart.md#helm-install".
+func (b docBlock) ref() string { return b.file + "#" + b.id }
+
+func (b docBlock) where() string { return fmt.Sprintf("%s:%d", b.file, b.line) }
+
+// fileName is the file a block writes: its first line "# FILE", or "".
+func (b docBlock) fileName() string {
+	first, _, _ := strings.Cut(b.body, "\n")
+	if name, ok := strings.CutPrefix(strings.TrimSpace(first), "# "); ok && !strings.Contains(name, " ") && strings.Contains(name, ".") {
+		return name
+	}
+	return ""
+}
+
+var (
+	markerRE = regexp.MustCompile(`^\s*<!--\s*(test|not tested):\s*(.*?)\s*-->\s*$`)
+	fenceRE  = regexp.MustCompile("^(\\s*)```(\\S*)\\s*$")
+)
+
+// parseDocBlocks returns the fenced blocks of a Markdown document, with the marker on
+// the line right before each. Fences may be indented (inside a list item); the body
+// loses that indentation.
+func parseDocBlocks(file, text string) ([]docBlock, error) {
+	var out []docBlock
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var prev string
+	var cur *docBlock
+	var indent string
+	var body []string
+	n := 0
+	for sc.Scan() {
+		n++
+		line := sc.Text()
+		if cur != nil {
+			if strings.TrimSpace(line) == "```" {
+				cur.body = strings.Join(body, "\n") + "\n"
+				out = append(out, *cur)
+				cur, body, prev = nil, nil, line
+				continue
+			}
+			body = append(body, strings.TrimPrefix(line, indent))
+			continue
+		}
+		if m := fenceRE.FindStringSubmatch(line); m != nil {
+			cur = &docBlock{file: file, line: n, lang: m[2]}
+			indent = m[1]
+			if mm := markerRE.FindStringSubmatch(prev); mm != nil {
+				cur.marker = mm[1]
+				if mm[1] == "not tested" {
+					cur.skipWhy = mm[2]
+				} else {
+					id, rest, _ := strings.Cut(mm[2], ";")
+					cur.id = strings.TrimSpace(id)
+					if r, ok := strings.CutPrefix(strings.TrimSpace(rest), "replaces:"); ok {
+						for _, p := range strings.Split(r, ",") {
+							if p = strings.TrimSpace(p); p != "" {
+								cur.replaces = append(cur.replaces, p)
+							}
+						}
+					} else if strings.TrimSpace(rest) != "" {
+						return nil, fmt.Errorf("%s:%d: marker %q: after the id only \"replaces: A, B\" may follow", file, n-1, prev)
+					}
+					if cur.id == "" || strings.ContainsAny(cur.id, " #") {
+						return nil, fmt.Errorf("%s:%d: marker %q needs an id without spaces", file, n-1, prev)
+					}
+				}
+			}
+			continue
+		}
+		prev = line
+	}
+	if cur != nil {
+		return nil, fmt.Errorf("%s:%d: a fenced block is never closed", file, cur.line)
+	}
+	return out, sc.Err()
+}
+
+// loadDocBlocks parses every doc in docFiles and returns the blocks marked `test`, by
+// ref.
+func loadDocBlocks(t *testing.T) map[string]docBlock {
+	t.Helper()
+	out := map[string]docBlock{}
+	for _, f := range docFiles {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks, err := parseDocBlocks(f, string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bl := range blocks {
+			if bl.marker != "test" {
+				continue
+			}
+			if old, dup := out[bl.ref()]; dup {
+				t.Fatalf("%s and %s both mark a block %q", old.where(), bl.where(), bl.id)
+			}
+			out[bl.ref()] = bl
+		}
+	}
+	return out
+}
+
+func isShell(lang string) bool { return lang == "sh" || lang == "bash" || lang == "shell" }
+
+// TestDocsShellBlocksAreMarked: every shell block of the docs says whether the docs
+// tests run it, and every block marked `test` is run by a scenario, which names only
+// blocks that exist.
+func TestDocsShellBlocksAreMarked(t *testing.T) {
+	used := map[string]bool{}
+	for _, sc := range docScenarios {
+		for _, st := range sc.steps {
+			if st.doc != "" {
+				used[st.doc] = true
+			}
+		}
+	}
+	blocks := loadDocBlocks(t)
+	for _, f := range docFiles {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := parseDocBlocks(f, string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bl := range all {
+			if isShell(bl.lang) && bl.marker == "" {
+				t.Errorf("%s: a shell block without <!-- test: ID --> or <!-- not tested: WHY --> before it", bl.where())
+			}
+			if bl.marker == "not tested" && bl.skipWhy == "" {
+				t.Errorf("%s: <!-- not tested: --> says no reason", bl.where())
+			}
+			if bl.marker == "test" && !isShell(bl.lang) && bl.fileName() == "" {
+				t.Errorf("%s: a tested %s block must start with a \"# FILE\" line naming the file it is", bl.where(), bl.lang)
+			}
+			if bl.marker == "test" && !used[bl.ref()] {
+				t.Errorf("%s: block %s is marked test, but no scenario in docs_test.go runs it", bl.where(), bl.ref())
+			}
+		}
+	}
+	var missing []string
+	for ref := range used {
+		if _, ok := blocks[ref]; !ok {
+			missing = append(missing, ref)
+		}
+	}
+	slices.Sort(missing)
+	if len(missing) > 0 {
+		t.Errorf("scenarios run blocks no doc marks: %v", missing)
+	}
+}
+
+func TestParseDocBlocks(t *testing.T) {
+	doc := "intro\n\n<!-- test: install -->\n```sh\nhelm install x\n```\n\n" +
+		"1. a step\n\n   <!-- test: pool; replaces: https://github.com/my-org, 123 -->\n   ```yaml\n   # pool.yaml\n   a: 1\n   ```\n" +
+		"<!-- not tested: waits forever -->\n```sh\nkubectl get x -w\n```\n" +
+		"```console\nNAME\n```\n"
+	got, err := parseDocBlocks("d.md", doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []docBlock{
+		{file: "d.md", line: 4, lang: "sh", body: "helm install x\n", marker: "test", id: "install"},
+		{file: "d.md", line: 11, lang: "yaml", body: "# pool.yaml\na: 1\n", marker: "test", id: "pool", replaces: []string{"https://github.com/my-org", "123"}},
+		{file: "d.md", line: 16, lang: "sh", body: "kubectl get x -w\n", marker: "not tested", skipWhy: "waits forever"},
+		{file: "d.md", line: 19, lang: "console", body: "NAME\n"},
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(docBlock{})); diff != "" {
+		t.Errorf("parseDocBlocks (-want +got):\n%s", diff)
+	}
+	if name := got[1].fileName(); name != "pool.yaml" {
+		t.Errorf("fileName = %q, want pool.yaml", name)
+	}
+	for _, bad := range []string{"<!-- test: a b -->\n```sh\nx\n```\n", "<!-- test: a; with: b -->\n```sh\nx\n```\n", "```sh\nx\n"} {
+		if _, err := parseDocBlocks("d.md", bad); err == nil {
+			t.Errorf("parseDocBlocks(%q) accepted it", bad)
+		}
+	}
+}
