@@ -75,7 +75,6 @@ func FiguresOf(r *Report) Figures {
 	return f
 }
 
-
 // Baseline maps a scenario to its figures.
 type Baseline map[string]Figures
 
