@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -136,12 +137,27 @@ func (a kubeAudit) kubeAPI(jobs int, start, end time.Time) *KubeAPI {
 }
 
 func splitKey(key string) (verb, rest string) {
-	for i := range len(key) {
-		if key[i] == ' ' {
-			return key[:i], key[i+1:]
-		}
+	verb, rest, _ = strings.Cut(key, " ")
+	return verb, rest
+}
+
+// formatCounts writes counts largest first: "patch runners/status 2000, create pods 500".
+func formatCounts(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
 	}
-	return key, ""
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // meanRate is how many of ts fall in [from, to], per second of it.

@@ -490,9 +490,21 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "  reaction p50 %.2fs  p95 %.2fs  p99 %.2fs  max %.2fs  (job → runner pod; job → Runner object: p50 %.2fs p99 %.2fs)\n",
 		r.ReactionSeconds.P50, r.ReactionSeconds.P95, r.ReactionSeconds.P99, r.ReactionSeconds.Max, r.PoolReaction.P50, r.PoolReaction.P99)
 	fmt.Fprintf(&b, "  runners created %d, idle runner-seconds %.0f, drain %.1fs, busy runners killed %d\n", r.RunnersCreated, r.IdleRunnerSeconds, r.DrainSeconds, r.BusyRunnersKilled)
+	if f := r.Floor; f != nil {
+		fmt.Fprintf(&b, "  floor (oracle, %d workers, same jobs after Gantry's): pickup p50 %.2fs p99 %.2fs, reaction p50 %.2fs p99 %.2fs; Gantry/floor p99: pickup %s, reaction %s\n",
+			f.Workers, f.PickupSeconds.P50, f.PickupSeconds.P99, f.ReactionSeconds.P50, f.ReactionSeconds.P99, num(f.Ratio.PickupSeconds.P99), num(f.Ratio.ReactionSeconds.P99))
+		if f.Error != "" || !f.Finished || !f.ClusterDrained {
+			fmt.Fprintf(&b, "  floor NOT trustworthy: finished %v, cluster drained before %v, %d errors %s\n", f.Finished, f.ClusterDrained, f.Errors, f.Error)
+		}
+	}
 	fmt.Fprintf(&b, "  GitHub REST calls per job %.2f; the controller's Kubernetes API writes per job %.2f\n", r.RESTCallsPerJob, r.KubeWritesPerJob)
+	if k := r.KubeAPI; k != nil {
+		fmt.Fprintf(&b, "  kube-apiserver audit of the controller: writes per job %.2f, uncached reads per job %.2f, pool status writes %d (%.2f/s per pool, busiest 10 s %.2f/s)\n",
+			k.WritesPerJob, k.UncachedReadsPerJob, k.PoolStatusWrites, k.PoolStatusWritesPerSecond, k.PoolStatusWritesPeak)
+		fmt.Fprintf(&b, "    by verb: %s\n", formatCounts(k.Requests))
+	}
 	fmt.Fprintf(&b, "  left over: runners %d, pods %d, secrets %d, GitHub runners %d\n", r.Leftover.Runners, r.Leftover.Pods, r.Leftover.Secrets, r.Leftover.GitHubRunners)
-	fmt.Fprintf(&b, "  controller: %.1f CPU-seconds, peak RSS %.0f MiB (%d process(es))\n", r.Controller.CPUSeconds, float64(r.Controller.PeakRSSBytes)/(1<<20), r.Controller.Processes)
+	fmt.Fprintf(&b, "  controller: %.1f CPU-seconds (%.1f ms per job), peak RSS %.0f MiB (%d process(es))\n", r.Controller.CPUSeconds, r.ControllerCPUPerJob, float64(r.Controller.PeakRSSBytes)/(1<<20), r.Controller.Processes)
 	if f := r.Faults; f != nil {
 		rec := "never"
 		if f.RecoverySeconds != nil {
