@@ -30,7 +30,7 @@ func TestNiceTicks(t *testing.T) {
 			t.Errorf("niceTicks(%v) (-want +got):\n%s", tc.max, diff)
 		}
 		if got := tickLabel(ticks[1], ticks); got != tc.wantLabel {
-			t.Errorf("niceTicks(%v): second tick labelled %q, want %q", tc.max, got, tc.wantLabel)
+			t.Errorf("niceTicks(%v): second tick labeled %q, want %q", tc.max, got, tc.wantLabel)
 		}
 	}
 }

@@ -58,7 +58,7 @@ func browserReport() *Report {
 // TestReportRendersInChromium opens report.html in headless Chromium: it must render
 // its four charts (queued and runners over time, the pickup distribution, Gantry's and
 // the floor's timelines) with no console error, exception or failed load, and its
-// screenshot must show Gantry's and the floor's colours. GANTRY_REPORT_SCREENSHOT=FILE
+// screenshot must show Gantry's and the floor's colors. GANTRY_REPORT_SCREENSHOT=FILE
 // keeps the screenshot.
 func TestReportRendersInChromium(t *testing.T) {
 	bin := chromium()
@@ -134,12 +134,12 @@ func TestReportRendersInChromium(t *testing.T) {
 			t.Errorf("the rendered page lacks %q", want)
 		}
 	}
-	checkColours(t, png)
+	checkColors(t, png)
 }
 
-// checkColours decodes the screenshot and counts the pixels of Gantry's line
+// checkColors decodes the screenshot and counts the pixels of Gantry's line
 // (#337ab7) and the floor's (#888888): both charts must have been painted.
-func checkColours(t *testing.T, b []byte) {
+func checkColors(t *testing.T, b []byte) {
 	t.Helper()
 	img, err := png.Decode(bytes.NewReader(b))
 	if err != nil {
@@ -155,7 +155,7 @@ func checkColours(t *testing.T, b []byte) {
 	}
 	gantry, floor := count[[3]uint32{0x33, 0x7a, 0xb7}], count[[3]uint32{0x88, 0x88, 0x88}]
 	if gantry < 200 || floor < 100 {
-		t.Errorf("screenshot %dx%d has %d pixels of Gantry's colour and %d of the floor's: the charts were not painted",
+		t.Errorf("screenshot %dx%d has %d pixels of Gantry's color and %d of the floor's: the charts were not painted",
 			bounds.Dx(), bounds.Dy(), gantry, floor)
 	}
 	if bounds.Dy() < 1500 {
