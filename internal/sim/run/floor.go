@@ -59,6 +59,8 @@ type floorRun struct {
 	errors         int
 	firstErr       error
 	cleanedUp      bool
+	// load is the 1-minute load average when the oracle started and when it ended.
+	load [2]float64
 }
 
 // runFloor runs the oracle: the workload again (same seed), served by the least any
@@ -97,13 +99,13 @@ func runFloor(ctx context.Context, env floorEnv, wl workload, seed uint64, timeo
 			}
 		}()
 	}
-	fr.start = time.Now()
+	fr.start, fr.load[0] = time.Now(), loadAvg()[0]
 	queued, qerr := queueWorkload(ctx, env.sim, wl, seed, feed.add)
 	feed.close()
 	if qerr == nil {
 		fr.jobs, fr.finished, _ = waitJobs(ctx, env.sim, skip, len(queued), fr.start.Add(timeout))
 	}
-	fr.end = time.Now()
+	fr.end, fr.load[1] = time.Now(), loadAvg()[0]
 	wg.Wait()
 	for _, e := range env.agents.Events()[evFrom:] {
 		if strings.HasPrefix(e.Pod, floorPodPrefix) {

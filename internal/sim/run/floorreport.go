@@ -14,6 +14,9 @@ import (
 type Floor struct {
 	StartedAt   time.Time `json:"started_at"`
 	WallSeconds float64   `json:"wall_seconds"`
+	// LoadAvg is the machine's 1-minute load average when the oracle started and
+	// ended: compare it with host's before reading a ratio.
+	LoadAvg [2]float64 `json:"load_avg_1m"`
 	// Workers is how many jobs the oracle served at once.
 	Workers int `json:"workers"`
 	// ClusterDrained: no runner pod or Secret was left in the namespace when it started.
@@ -67,7 +70,7 @@ func ratios(gantry, floor Quantiles) Ratios {
 // floorReport summarizes the oracle's run and sets Gantry's figures beside it.
 func floorReport(fr floorRun, runErr error, gantry *Report) *Floor {
 	f := &Floor{
-		StartedAt: fr.start, WallSeconds: round1(fr.end.Sub(fr.start).Seconds()), Workers: floorWorkers,
+		StartedAt: fr.start, WallSeconds: round1(fr.end.Sub(fr.start).Seconds()), Workers: floorWorkers, LoadAvg: fr.load,
 		ClusterDrained: fr.clusterDrained, Finished: fr.finished, JobsTotal: len(fr.jobs),
 		Errors: fr.errors, CleanedUp: fr.cleanedUp,
 	}

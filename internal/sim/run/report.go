@@ -491,8 +491,8 @@ func (r *Report) Summary() string {
 		r.ReactionSeconds.P50, r.ReactionSeconds.P95, r.ReactionSeconds.P99, r.ReactionSeconds.Max, r.PoolReaction.P50, r.PoolReaction.P99)
 	fmt.Fprintf(&b, "  runners created %d, idle runner-seconds %.0f, drain %.1fs, busy runners killed %d\n", r.RunnersCreated, r.IdleRunnerSeconds, r.DrainSeconds, r.BusyRunnersKilled)
 	if f := r.Floor; f != nil {
-		fmt.Fprintf(&b, "  floor (oracle, %d workers, same jobs after Gantry's): pickup p50 %.2fs p99 %.2fs, reaction p50 %.2fs p99 %.2fs; Gantry/floor p99: pickup %s, reaction %s\n",
-			f.Workers, f.PickupSeconds.P50, f.PickupSeconds.P99, f.ReactionSeconds.P50, f.ReactionSeconds.P99, num(f.Ratio.PickupSeconds.P99), num(f.Ratio.ReactionSeconds.P99))
+		fmt.Fprintf(&b, "  floor (oracle, %d workers, same jobs after Gantry's; load %.1f→%.1f): pickup p50 %.2fs p99 %.2fs, reaction p50 %.2fs p99 %.2fs; Gantry/floor p99: pickup %s, reaction %s\n",
+			f.Workers, f.LoadAvg[0], f.LoadAvg[1], f.PickupSeconds.P50, f.PickupSeconds.P99, f.ReactionSeconds.P50, f.ReactionSeconds.P99, num(f.Ratio.PickupSeconds.P99), num(f.Ratio.ReactionSeconds.P99))
 		if f.Error != "" || !f.Finished || !f.ClusterDrained {
 			fmt.Fprintf(&b, "  floor NOT trustworthy: finished %v, cluster drained before %v, %d errors %s\n", f.Finished, f.ClusterDrained, f.Errors, f.Error)
 		}
