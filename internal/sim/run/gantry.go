@@ -84,5 +84,6 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 		in.cpu["gantry controller"] = round1(in.controller.CPUSeconds) // every process, killed ones too
 	}
 	in.audit, in.auditErr = readAudit(w.cl.AuditLog)
+	in.end = time.Now()
 	return in, nil
 }
