@@ -26,6 +26,7 @@ func newSimRunCommand() *cobra.Command {
 		traceSpeed          float64
 		maxRunners          int32
 		seed                uint64
+		noFloor             bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -38,6 +39,10 @@ live view; and writes <out>/report.json and <out>/report.html.
 --trace FILE replays a recorded trace of workflow jobs instead (docs/sim.md: the
 format; gantry sim export-trace writes one from a real organization). --faults FILE
 plays a fault schedule during the workload of any scenario.
+
+After Gantry's workload, a burst or steady scenario (no trace, no faults) is run again
+by an oracle that makes only a JIT configuration, a Secret and a pod per job: the
+floor, reported beside Gantry's figures (--no-floor skips it).
 
 Scenarios: ` + scenarioList(),
 		Args: cobra.NoArgs,
@@ -61,7 +66,7 @@ Scenarios: ` + scenarioList(),
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			rep, err := run.Run(ctx, sc, run.Options{BinDir: bins, OutDir: out, Out: cmd.OutOrStdout(), Seed: seed})
+			rep, err := run.Run(ctx, sc, run.Options{BinDir: bins, OutDir: out, Out: cmd.OutOrStdout(), Seed: seed, NoFloor: noFloor})
 			if err != nil {
 				return err
 			}
@@ -81,6 +86,7 @@ Scenarios: ` + scenarioList(),
 	cmd.Flags().Float64Var(&traceSpeed, "trace-speed", 1, "replay the trace this many times faster (arrivals and job durations)")
 	cmd.Flags().StringVar(&faults, "faults", "", "play this fault schedule (JSON, docs/sim.md) during the workload")
 	cmd.Flags().Int32Var(&maxRunners, "max-runners", 0, "override the pool's maxRunners")
+	cmd.Flags().BoolVar(&noFloor, "no-floor", false, "skip the floor: the oracle's run of a burst or steady workload after Gantry's (docs/sim.md)")
 	return cmd
 }
 

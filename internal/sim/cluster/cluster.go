@@ -54,6 +54,11 @@ type Options struct {
 	NodeMonitorGracePeriod time.Duration
 	// Log receives progress lines.
 	Log io.Writer
+	// AuditUser, when set, is a user with full rights and a kubeconfig of its own
+	// (Cluster.AuditedKubeconfig) whose every request the kube-apiserver records, at
+	// Metadata level (who, verb, resource, answer: never a body), in Cluster.AuditLog.
+	// Nobody else's requests are recorded.
+	AuditUser string
 }
 
 func (o *Options) defaults() {
@@ -88,6 +93,10 @@ type Cluster struct {
 	Kubeconfig string
 	// Client is a direct client.
 	Client client.Client
+	// AuditedKubeconfig is Options.AuditUser's kubeconfig, and AuditLog the file its
+	// requests are recorded in (both empty without an AuditUser).
+	AuditedKubeconfig string
+	AuditLog          string
 
 	opts  Options
 	env   *envtest.Environment
@@ -116,6 +125,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		CRDs:                  crds,
 		Scheme:                manager.Scheme(),
 	}
+	if opts.AuditUser != "" {
+		if err := c.configureAudit(opts.AuditUser); err != nil {
+			return nil, err
+		}
+	}
 	cfg, err := c.env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
@@ -142,6 +156,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	c.Kubeconfig = filepath.Join(opts.WorkDir, "kubeconfig")
 	if err := os.WriteFile(c.Kubeconfig, kubeconfig, 0o600); err != nil {
 		return nil, err
+	}
+	if opts.AuditUser != "" {
+		if err := c.writeAuditedKubeconfig(opts.AuditUser); err != nil {
+			return nil, err
+		}
 	}
 	stages := filepath.Join(opts.WorkDir, "kwok-stages.yaml")
 	if err := writeStages(filepath.Join(opts.BinDir, "kwok-stages.yaml"), stages, opts.PodStartDelay); err != nil {

@@ -1,8 +1,12 @@
 package run
 
 import (
+	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestCompareShowsBaselineAndChange(t *testing.T) {
@@ -23,13 +27,19 @@ func TestCompareShowsBaselineAndChange(t *testing.T) {
 }
 
 func TestCompareJudgesTargets(t *testing.T) {
-	burst := &Report{Scenario: "burst", PickupSeconds: Quantiles{P99: 4}, ReactionSeconds: Quantiles{P99: 1.5}, RESTCallsPerJob: 1.1}
+	burst := &Report{Scenario: "burst", PickupSeconds: Quantiles{P99: 4}, ReactionSeconds: Quantiles{P99: 1.5}, RESTCallsPerJob: 1.1,
+		KubeWritesPerJob: 7, KubeAPI: &KubeAPI{UncachedReadsPerJob: 0.5, PoolStatusWritesPeak: 0.8},
+		Floor: &Floor{Finished: true, PickupSeconds: Quantiles{P99: 3.6}, ReactionSeconds: Quantiles{P99: 0.5}}}
 	scale := &Report{Scenario: "scale", Controller: Controller{PeakRSSBytes: 600 << 20}, Leftover: Leftover{Pods: 1}}
 	out := Compare(Baseline{}, []*Report{burst, scale})
 	for _, want := range []string{
-		"MISSED    burst                reaction p99 (s)",
-		"met       burst                pickup p99 (s)",
+		// 1.5 s against 1.5 × 0.5 s; 4 s against 1.15 × 3.6 = 4.14 s.
+		"MISSED    burst                reaction p99 (s)                         1.50  (target ≤ 1.5× floor (0.75))",
+		"met       burst                pickup p99 (s)                           4.00  (target ≤ 1.15× floor (4.14))",
 		"met       burst                REST calls per job",
+		"MISSED    burst                Kubernetes API writes per job            7.00  (target ≤ 6)",
+		"met       burst                uncached reads per job",
+		"met       burst                pool status writes/s (busiest 10 s)",
 		"MISSED    scale                controller peak RSS (MiB)",
 		"MISSED    scale                left over",
 	} {
@@ -37,12 +47,62 @@ func TestCompareJudgesTargets(t *testing.T) {
 			t.Errorf("targets lack %q:\n%s", want, out)
 		}
 	}
+	// The table sets each figure beside its floor, the ratio, and its target.
+	if !regexp.MustCompile(`burst\s+reaction p99 \(s\)\s+—\s+1\.50\s+new\s+0\.50\s+3\.00×\s+≤ 1\.5× floor \(0\.75\)\s+MISSED`).MatchString(out) {
+		t.Errorf("the table lacks reaction p99 beside its floor, ratio and target:\n%s", out)
+	}
 	if strings.Contains(out, "faults") {
 		t.Errorf("targets of a scenario not run are listed:\n%s", out)
 	}
 	// A faults run without its faults section measured nothing: missed, not met.
-	if out := Compare(Baseline{}, []*Report{{Scenario: "faults"}}); !strings.Contains(out, "MISSED    faults               jobs lost") {
+	if out := Compare(Baseline{}, []*Report{{Scenario: "faults"}}); !strings.Contains(out, "MISSED    faults               jobs lost (faults)") {
 		t.Errorf("a faults report without faults passes its target:\n%s", out)
+	}
+}
+
+func TestJudgeWithoutFloorOrAudit(t *testing.T) {
+	// A run without a floor (or whose floor failed) and without an audit log measured
+	// neither: the targets that need them are missed, never met by default.
+	for _, r := range []*Report{
+		{Scenario: "burst", ReactionSeconds: Quantiles{P99: 0.1}},
+		{Scenario: "burst", ReactionSeconds: Quantiles{P99: 0.1}, Floor: &Floor{Error: "boom", ReactionSeconds: Quantiles{P99: 1}}},
+	} {
+		got := map[string]bool{}
+		for _, v := range Judge("burst", FiguresOf(r)) {
+			got[v.Target.Figure] = v.Met
+		}
+		want := map[string]bool{
+			"reaction p99 (s)": false, "pickup p99 (s)": false, "jobs never picked up": true, "REST calls per job": true,
+			"Kubernetes API writes per job": true, "uncached reads per job": false, "pool status writes/s (busiest 10 s)": false,
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("verdicts (-want +got):\n%s", diff)
+		}
+	}
+}
+
+// A baseline written before the floor existed still reads, and its figures compare.
+func TestOldBaselineReads(t *testing.T) {
+	old := `{"burst": {"jobs_total": 500, "pickup_p99": 11.415, "reaction_p99": 9.953, "kube_api_writes_per_job": 11.06,
+		"measured_at": "2026-11-22T13:41:56Z", "cpus": 2, "load_avg_1m": [1.9, 3.31]}}`
+	var base Baseline
+	if err := json.Unmarshal([]byte(old), &base); err != nil {
+		t.Fatal(err)
+	}
+	if base["burst"].FloorPickupP99 != nil || base["burst"].UncachedReadsPerJob != nil {
+		t.Errorf("an old baseline has figures it never measured: %+v", base["burst"])
+	}
+	r := &Report{Scenario: "burst", PickupSeconds: Quantiles{P99: 5.7}, KubeWritesPerJob: 5.53,
+		KubeAPI: &KubeAPI{UncachedReadsPerJob: 0.2}, Floor: &Floor{Finished: true, PickupSeconds: Quantiles{P99: 5}}}
+	out := Compare(base, []*Report{r})
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`burst\s+pickup p99 \(s\)\s+11\.41\s+5\.70\s+-50%\s+5\.00\s+1\.14×`),
+		regexp.MustCompile(`burst\s+Kubernetes API writes per job\s+11\.06\s+5\.53\s+-50%\s+2\.00\s+2\.77×\s+≤ 6\s+met`),
+		regexp.MustCompile(`burst\s+uncached reads per job\s+—\s+0\.20\s+new`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("comparison does not match %s:\n%s", want, out)
+		}
 	}
 }
 

@@ -3,7 +3,6 @@ package run
 import (
 	"encoding/json"
 	"fmt"
-	"html/template"
 	"math"
 	"os"
 	"path/filepath"
@@ -24,8 +23,8 @@ import (
 // Version 2 added jobs_failed, jobs_unfinished, pool_reaction_seconds,
 // kube_api_writes_per_job, cpu_seconds_by_process, busy_runner_kills, faults, trace, host
 // and controller.processes, and made busy_runners_killed count runner processes killed
-// mid-job.
-const SchemaVersion = 2
+// mid-job. Version 3 added floor, kube_api, controller_cpu_ms_per_job and jobs.
+const SchemaVersion = 3
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -105,37 +104,42 @@ type TraceReport struct {
 
 // Report is report.json.
 type Report struct {
-	SchemaVersion      int                `json:"schema_version"`
-	Scenario           string             `json:"scenario"`
-	Description        string             `json:"description"`
-	StartedAt          time.Time          `json:"started_at"`
-	Finished           bool               `json:"finished"`
-	JobsTotal          int                `json:"jobs_total"`
-	JobsNeverPickedUp  int                `json:"jobs_never_picked_up"`
-	JobsUnfinished     int                `json:"jobs_unfinished"`
-	JobsFailed         int                `json:"jobs_failed"`
-	PickupSeconds      Quantiles          `json:"pickup_seconds"`
-	ReactionSeconds    Quantiles          `json:"reaction_seconds"`
-	PoolReaction       Quantiles          `json:"pool_reaction_seconds"`
-	DrainSeconds       float64            `json:"drain_seconds"`
-	Drained            bool               `json:"drained"`
-	RunnersCreated     int                `json:"runners_created"`
-	IdleRunnerSeconds  float64            `json:"idle_runner_seconds"`
-	RESTCallsPerJob    float64            `json:"rest_calls_per_job"`
-	RESTCallsByRoute   map[string]int64   `json:"rest_calls_by_endpoint"`
-	KubeWritesPerJob   float64            `json:"kube_api_writes_per_job"`
-	Leftover           Leftover           `json:"leftover"`
-	BusyRunnersKilled  int                `json:"busy_runners_killed"`
-	BusyRunnerKills    []BusyRunnerKill   `json:"busy_runner_kills,omitempty"`
-	Controller         Controller         `json:"controller"`
-	CPUSeconds         map[string]float64 `json:"cpu_seconds_by_process"`
-	Faults             *FaultsReport      `json:"faults,omitempty"`
-	Trace              *TraceReport       `json:"trace,omitempty"`
-	Host               Host               `json:"host"`
-	WallSeconds        float64            `json:"wall_seconds"`
-	Samples            []Sample           `json:"samples"`
-	AgentErrors        []string           `json:"agent_errors,omitempty"`
-	ScenarioParameters Scenario           `json:"scenario_parameters"`
+	SchemaVersion       int                `json:"schema_version"`
+	Scenario            string             `json:"scenario"`
+	Description         string             `json:"description"`
+	StartedAt           time.Time          `json:"started_at"`
+	Finished            bool               `json:"finished"`
+	JobsTotal           int                `json:"jobs_total"`
+	JobsNeverPickedUp   int                `json:"jobs_never_picked_up"`
+	JobsUnfinished      int                `json:"jobs_unfinished"`
+	JobsFailed          int                `json:"jobs_failed"`
+	PickupSeconds       Quantiles          `json:"pickup_seconds"`
+	ReactionSeconds     Quantiles          `json:"reaction_seconds"`
+	PoolReaction        Quantiles          `json:"pool_reaction_seconds"`
+	DrainSeconds        float64            `json:"drain_seconds"`
+	Drained             bool               `json:"drained"`
+	RunnersCreated      int                `json:"runners_created"`
+	IdleRunnerSeconds   float64            `json:"idle_runner_seconds"`
+	RESTCallsPerJob     float64            `json:"rest_calls_per_job"`
+	RESTCallsByRoute    map[string]int64   `json:"rest_calls_by_endpoint"`
+	KubeWritesPerJob    float64            `json:"kube_api_writes_per_job"`
+	KubeAPI             *KubeAPI           `json:"kube_api,omitempty"`
+	KubeAPIError        string             `json:"kube_api_error,omitempty"`
+	ControllerCPUPerJob float64            `json:"controller_cpu_ms_per_job"`
+	Leftover            Leftover           `json:"leftover"`
+	BusyRunnersKilled   int                `json:"busy_runners_killed"`
+	BusyRunnerKills     []BusyRunnerKill   `json:"busy_runner_kills,omitempty"`
+	Controller          Controller         `json:"controller"`
+	CPUSeconds          map[string]float64 `json:"cpu_seconds_by_process"`
+	Faults              *FaultsReport      `json:"faults,omitempty"`
+	Trace               *TraceReport       `json:"trace,omitempty"`
+	Floor               *Floor             `json:"floor,omitempty"`
+	Host                Host               `json:"host"`
+	WallSeconds         float64            `json:"wall_seconds"`
+	Samples             []Sample           `json:"samples"`
+	Jobs                []JobTimes         `json:"jobs,omitempty"`
+	AgentErrors         []string           `json:"agent_errors,omitempty"`
+	ScenarioParameters  Scenario           `json:"scenario_parameters"`
 }
 
 // Clean reports whether the run ended as it should: every job finished and none was
@@ -145,6 +149,8 @@ func (r *Report) Clean() bool {
 }
 
 type reportInputs struct {
+	start                  time.Time
+	end                    time.Time // Gantry's part of the run ended: the floor is not in wall_seconds
 	jobs                   []simgithub.Job
 	queued                 []queuedJob
 	events                 []agent.Event
@@ -154,6 +160,8 @@ type reportInputs struct {
 	finished, drained      bool
 	lastJobDone, drainedAt time.Time
 	controller             Controller
+	audit                  kubeAudit
+	auditErr               error
 	injections             []fault.Injection
 	lostNodePods           map[string]int // runner pods still on each lost node at the end
 	leftover               Leftover
@@ -161,7 +169,8 @@ type reportInputs struct {
 	cpu                    map[string]float64
 }
 
-func buildReport(sc Scenario, start time.Time, in reportInputs) *Report {
+func buildReport(sc Scenario, in reportInputs) *Report {
+	start := in.start
 	r := &Report{
 		SchemaVersion: SchemaVersion, Scenario: sc.Name, Description: sc.Description, StartedAt: start,
 		Finished: in.finished, Drained: in.drained, JobsTotal: len(in.jobs), Samples: in.samples,
@@ -169,19 +178,44 @@ func buildReport(sc Scenario, start time.Time, in reportInputs) *Report {
 		ScenarioParameters: sc, Host: in.host, CPUSeconds: in.cpu,
 	}
 	r.Host.LoadAvgEnd = in.hostEnd.LoadAvgEnd
+	failedRunnerLost := r.countJobs(in.jobs, in.queued)
+	pickups, reactions := latencies(in.jobs, in.events, start)
+	r.PickupSeconds, r.ReactionSeconds = quantiles(pickups), quantiles(reactions)
+	r.Jobs = jobTimes(in.jobs, in.events, start)
+	r.RunnersCreated, r.IdleRunnerSeconds = runnerUse(in.events)
+	r.PoolReaction = quantiles(poolReactions(in.jobs, in.runnersSeen, start))
+	lostWithNode := r.countKills(in.events, in.injections, start)
+	r.countCalls(in)
+	if in.drained && !in.lastJobDone.IsZero() {
+		r.DrainSeconds = round1(in.drainedAt.Sub(in.lastJobDone).Seconds())
+	}
+	if sc.Faults != nil {
+		r.Faults = faultsReport(r, in, failedRunnerLost, lostWithNode)
+	}
+	if sc.Trace != nil {
+		r.Trace = traceReport(sc)
+	}
+	end := in.end
+	if end.IsZero() {
+		end = time.Now()
+	}
+	r.WallSeconds = round1(end.Sub(start).Seconds())
+	return r
+}
+
+// countJobs counts the jobs never picked up, unfinished and failed (concluded other
+// than the workload asked), and returns how many of the failed GitHub failed because
+// their runner went silent.
+func (r *Report) countJobs(jobs []simgithub.Job, queued []queuedJob) (failedRunnerLost int) {
 	expected := map[int64]string{}
-	for _, q := range in.queued {
+	for _, q := range queued {
 		expected[q.id] = q.conclusion
 	}
-	failedRunnerLost := 0
-	var pickups, queuedAt []float64
-	for _, j := range in.jobs {
-		queuedAt = append(queuedAt, j.QueuedAt.Sub(start).Seconds())
+	for _, j := range jobs {
 		if j.StartedAt == nil {
 			r.JobsNeverPickedUp++
 			continue
 		}
-		pickups = append(pickups, j.StartedAt.Sub(j.QueuedAt).Seconds())
 		if j.Status != simgithub.StatusCompleted {
 			r.JobsUnfinished++
 			continue
@@ -200,16 +234,63 @@ func buildReport(sc Scenario, start time.Time, in reportInputs) *Report {
 			}
 		}
 	}
-	r.PickupSeconds = quantiles(pickups)
+	return failedRunnerLost
+}
 
-	// Reaction: the i-th runner pod Gantry created after the i-th job was queued.
-	var created []float64
+// latencies are the pickup latencies (job queued → started by a runner) and the
+// reactions: the i-th runner pod seen created after the i-th job was queued (jobs and
+// pods each in time order), in seconds.
+func latencies(jobs []simgithub.Job, events []agent.Event, start time.Time) (pickups, reactions []float64) {
+	var queuedAt, created []float64
+	for _, j := range jobs {
+		queuedAt = append(queuedAt, j.QueuedAt.Sub(start).Seconds())
+		if j.StartedAt != nil {
+			pickups = append(pickups, j.StartedAt.Sub(j.QueuedAt).Seconds())
+		}
+	}
+	for _, e := range events {
+		if e.Kind == agent.EventCreated {
+			created = append(created, e.At.Sub(start).Seconds())
+		}
+	}
+	return pickups, pairedDelays(queuedAt, created)
+}
+
+// pairedDelays sorts both and returns, for each i, how long after the i-th cause the
+// i-th effect came (0 if before).
+func pairedDelays(causes, effects []float64) []float64 {
+	c, e := slices.Clone(causes), slices.Clone(effects)
+	sort.Float64s(c)
+	sort.Float64s(e)
+	var out []float64
+	for i := 0; i < len(c) && i < len(e); i++ {
+		out = append(out, math.Max(0, e[i]-c[i]))
+	}
+	return out
+}
+
+// poolReactions: the i-th Runner object seen after the i-th job was queued — the pool
+// reconciler's part of the reaction.
+func poolReactions(jobs []simgithub.Job, runnersSeen []time.Time, start time.Time) []float64 {
+	var queuedAt, seen []float64
+	for _, j := range jobs {
+		queuedAt = append(queuedAt, j.QueuedAt.Sub(start).Seconds())
+	}
+	for _, t := range runnersSeen {
+		seen = append(seen, t.Sub(start).Seconds())
+	}
+	return pairedDelays(queuedAt, seen)
+}
+
+// runnerUse counts the runner pods created and the seconds runner processes ran
+// without a job.
+func runnerUse(events []agent.Event) (created int, idleSeconds float64) {
 	running := map[string]time.Time{}
 	idle := 0.0
-	for _, e := range in.events {
+	for _, e := range events {
 		switch e.Kind {
 		case agent.EventCreated:
-			created = append(created, e.At.Sub(start).Seconds())
+			created++
 		case agent.EventRunning:
 			running[e.Pod] = e.At
 		case agent.EventJobStarted, agent.EventExited, agent.EventKilled:
@@ -219,38 +300,20 @@ func buildReport(sc Scenario, start time.Time, in reportInputs) *Report {
 			}
 		}
 	}
-	r.RunnersCreated = len(created)
-	r.IdleRunnerSeconds = math.Round(idle*10) / 10
-	sort.Float64s(created)
-	sort.Float64s(queuedAt)
-	var reactions []float64
-	for i := 0; i < len(created) && i < len(queuedAt); i++ {
-		reactions = append(reactions, math.Max(0, created[i]-queuedAt[i]))
-	}
-	r.ReactionSeconds = quantiles(reactions)
-	// The pool's part: the i-th Runner object seen after the i-th job was queued.
-	var seen []float64
-	for _, t := range in.runnersSeen {
-		seen = append(seen, t.Sub(start).Seconds())
-	}
-	sort.Float64s(seen)
-	var pool []float64
-	for i := 0; i < len(seen) && i < len(queuedAt); i++ {
-		pool = append(pool, math.Max(0, seen[i]-queuedAt[i]))
-	}
-	r.PoolReaction = quantiles(pool)
+	return created, round1(idle)
+}
 
-	// Busy runners killed: runner processes that died mid-job. A node loss the fault
-	// schedule caused is the fault's; any other death (the pod deleted under the
-	// runner, by Gantry or anyone) counts.
+// countKills records the runner processes that died mid-job and counts, as busy
+// runners killed, those a node loss of the fault schedule did not cause (the pod
+// deleted under the runner, by Gantry or anyone). It returns the others' number.
+func (r *Report) countKills(events []agent.Event, injections []fault.Injection, start time.Time) (lostWithNode int) {
 	lostAt := map[string]time.Time{}
-	for _, inj := range in.injections {
+	for _, inj := range injections {
 		if inj.Kind == fault.KindNodeLost && inj.Node != "" {
 			lostAt[inj.Node] = start.Add(time.Duration(inj.StartSeconds * float64(time.Second)))
 		}
 	}
-	lostWithNode := 0
-	for _, e := range in.events {
+	for _, e := range events {
 		if e.Kind != agent.EventKilled || e.Job == 0 || e.Cause == agent.CauseStopped {
 			continue
 		}
@@ -262,65 +325,76 @@ func buildReport(sc Scenario, start time.Time, in reportInputs) *Report {
 		}
 		r.BusyRunnersKilled++
 	}
+	return lostWithNode
+}
 
+// countCalls sums the GitHub REST calls, the controller's Kubernetes API requests and
+// its CPU, per job.
+func (r *Report) countCalls(in reportInputs) {
 	var total int64
 	for route, c := range in.calls {
 		r.RESTCallsByRoute[route] = c.Total
 		total += c.Total
 	}
-	if len(in.jobs) > 0 {
-		r.RESTCallsPerJob = math.Round(float64(total)/float64(len(in.jobs))*100) / 100
+	n := len(in.jobs)
+	if n == 0 {
+		return
 	}
-	if len(in.jobs) > 0 {
-		var writes int64
-		for m, n := range in.controller.KubeAPIRequests {
-			if m != "GET" {
-				writes += n
-			}
+	r.RESTCallsPerJob = round2(float64(total) / float64(n))
+	var writes int64
+	for m, c := range in.controller.KubeAPIRequests {
+		if m != "GET" {
+			writes += c
 		}
-		r.KubeWritesPerJob = math.Round(float64(writes)/float64(len(in.jobs))*100) / 100
 	}
-	if in.drained && !in.lastJobDone.IsZero() {
-		r.DrainSeconds = round1(in.drainedAt.Sub(in.lastJobDone).Seconds())
+	r.KubeWritesPerJob = round2(float64(writes) / float64(n))
+	r.ControllerCPUPerJob = round1(in.controller.CPUSeconds * 1000 / float64(n))
+	if in.auditErr != nil {
+		r.KubeAPIError = in.auditErr.Error()
+	} else if len(in.audit.requests) > 0 {
+		end := in.lastJobDone
+		if end.IsZero() {
+			end = in.drainedAt
+		}
+		r.KubeAPI = in.audit.kubeAPI(n, in.start, end)
 	}
+}
 
-	if sc.Faults != nil {
-		f := &FaultsReport{
-			Injections: slices.Clone(in.injections), JobsLost: r.JobsNeverPickedUp + r.JobsUnfinished,
-			JobsFailedRunnerLost: failedRunnerLost, BusyRunnersLostWithNode: lostWithNode,
-			BusyRunnersKilled: r.BusyRunnersKilled, Leftover: r.Leftover.Total(),
-		}
-		worst, all := 0.0, true
-		for i := range f.Injections {
-			inj := &f.Injections[i]
-			inj.RecoverySeconds = recovery(*inj, start, in.jobs, in.events, in.lostNodePods)
-			if inj.RecoverySeconds == nil {
-				all = all && !inj.Injected // a step never injected has nothing to recover from
-				continue
-			}
-			worst = math.Max(worst, *inj.RecoverySeconds)
-		}
-		if all {
-			f.RecoverySeconds = &worst
-		}
-		r.Faults = f
+func faultsReport(r *Report, in reportInputs, failedRunnerLost, lostWithNode int) *FaultsReport {
+	f := &FaultsReport{
+		Injections: slices.Clone(in.injections), JobsLost: r.JobsNeverPickedUp + r.JobsUnfinished,
+		JobsFailedRunnerLost: failedRunnerLost, BusyRunnersLostWithNode: lostWithNode,
+		BusyRunnersKilled: r.BusyRunnersKilled, Leftover: r.Leftover.Total(),
 	}
-	if sc.Trace != nil {
-		tr := &TraceReport{File: sc.TraceFile, Jobs: len(sc.Trace.Jobs), Speed: sc.TraceSpeed}
-		var rec []float64
-		for _, j := range sc.Trace.Jobs {
-			if j.Pickup != nil {
-				rec = append(rec, float64(*j.Pickup))
-			}
+	worst, all := 0.0, true
+	for i := range f.Injections {
+		inj := &f.Injections[i]
+		inj.RecoverySeconds = recovery(*inj, in.start, in.jobs, in.events, in.lostNodePods)
+		if inj.RecoverySeconds == nil {
+			all = all && !inj.Injected // a step never injected has nothing to recover from
+			continue
 		}
-		if len(rec) > 0 {
-			q := quantiles(rec)
-			tr.RecordedPickupSeconds = &q
-		}
-		r.Trace = tr
+		worst = math.Max(worst, *inj.RecoverySeconds)
 	}
-	r.WallSeconds = round1(time.Since(start).Seconds())
-	return r
+	if all {
+		f.RecoverySeconds = &worst
+	}
+	return f
+}
+
+func traceReport(sc Scenario) *TraceReport {
+	tr := &TraceReport{File: sc.TraceFile, Jobs: len(sc.Trace.Jobs), Speed: sc.TraceSpeed}
+	var rec []float64
+	for _, j := range sc.Trace.Jobs {
+		if j.Pickup != nil {
+			rec = append(rec, float64(*j.Pickup))
+		}
+	}
+	if len(rec) > 0 {
+		q := quantiles(rec)
+		tr.RecordedPickupSeconds = &q
+	}
+	return tr
 }
 
 // recovery is how long after an injection ended the system caught up: every job
@@ -409,7 +483,7 @@ func (r *Report) write(dir string) error {
 		return err
 	}
 	defer f.Close()
-	return htmlReport.Execute(f, r.view())
+	return r.writeHTML(f)
 }
 
 // Summary is the report as a few lines for a terminal.
@@ -421,9 +495,21 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "  reaction p50 %.2fs  p95 %.2fs  p99 %.2fs  max %.2fs  (job → runner pod; job → Runner object: p50 %.2fs p99 %.2fs)\n",
 		r.ReactionSeconds.P50, r.ReactionSeconds.P95, r.ReactionSeconds.P99, r.ReactionSeconds.Max, r.PoolReaction.P50, r.PoolReaction.P99)
 	fmt.Fprintf(&b, "  runners created %d, idle runner-seconds %.0f, drain %.1fs, busy runners killed %d\n", r.RunnersCreated, r.IdleRunnerSeconds, r.DrainSeconds, r.BusyRunnersKilled)
+	if f := r.Floor; f != nil {
+		fmt.Fprintf(&b, "  floor (oracle, %d workers, same jobs after Gantry's; load %.1f→%.1f): pickup p50 %.2fs p99 %.2fs, reaction p50 %.2fs p99 %.2fs; Gantry/floor p99: pickup %s, reaction %s\n",
+			f.Workers, f.LoadAvg[0], f.LoadAvg[1], f.PickupSeconds.P50, f.PickupSeconds.P99, f.ReactionSeconds.P50, f.ReactionSeconds.P99, num(f.Ratio.PickupSeconds.P99), num(f.Ratio.ReactionSeconds.P99))
+		if f.Error != "" || !f.Finished || !f.ClusterDrained {
+			fmt.Fprintf(&b, "  floor NOT trustworthy: finished %v, cluster drained before %v, %d errors %s\n", f.Finished, f.ClusterDrained, f.Errors, f.Error)
+		}
+	}
 	fmt.Fprintf(&b, "  GitHub REST calls per job %.2f; the controller's Kubernetes API writes per job %.2f\n", r.RESTCallsPerJob, r.KubeWritesPerJob)
+	if k := r.KubeAPI; k != nil {
+		fmt.Fprintf(&b, "  kube-apiserver audit of the controller: writes per job %.2f, uncached reads per job %.2f, pool status writes %d (%.2f/s per pool, busiest 10 s %.2f/s)\n",
+			k.WritesPerJob, k.UncachedReadsPerJob, k.PoolStatusWrites, k.PoolStatusWritesPerSecond, k.PoolStatusWritesPeak)
+		fmt.Fprintf(&b, "    by verb: %s\n", formatCounts(k.Requests))
+	}
 	fmt.Fprintf(&b, "  left over: runners %d, pods %d, secrets %d, GitHub runners %d\n", r.Leftover.Runners, r.Leftover.Pods, r.Leftover.Secrets, r.Leftover.GitHubRunners)
-	fmt.Fprintf(&b, "  controller: %.1f CPU-seconds, peak RSS %.0f MiB (%d process(es))\n", r.Controller.CPUSeconds, float64(r.Controller.PeakRSSBytes)/(1<<20), r.Controller.Processes)
+	fmt.Fprintf(&b, "  controller: %.1f CPU-seconds (%.1f ms per job), peak RSS %.0f MiB (%d process(es))\n", r.Controller.CPUSeconds, r.ControllerCPUPerJob, float64(r.Controller.PeakRSSBytes)/(1<<20), r.Controller.Processes)
 	if f := r.Faults; f != nil {
 		rec := "never"
 		if f.RecoverySeconds != nil {
@@ -448,97 +534,3 @@ func (r *Report) Summary() string {
 	}
 	return b.String()
 }
-
-type htmlView struct {
-	*Report
-	Width, Height     int
-	QueuedPts, RunPts string
-	BusyPts           string
-	MaxY              int
-	MaxT              float64
-	PeakRSSMiB        float64
-	Marks             []htmlMark
-}
-
-// htmlMark is a fault shown on the chart.
-type htmlMark struct {
-	X, W  float64
-	Label string
-}
-
-func (r *Report) view() htmlView {
-	v := htmlView{Report: r, Width: 900, Height: 300, PeakRSSMiB: float64(r.Controller.PeakRSSBytes) / (1 << 20)}
-	for _, s := range r.Samples {
-		v.MaxY = max(v.MaxY, s.Queued, s.Pending+s.Idle+s.Busy)
-		v.MaxT = math.Max(v.MaxT, s.T)
-	}
-	if v.MaxY == 0 {
-		v.MaxY = 1
-	}
-	if v.MaxT == 0 {
-		v.MaxT = 1
-	}
-	pt := func(t float64, y int) string {
-		return fmt.Sprintf("%.1f,%.1f ", t/v.MaxT*float64(v.Width), float64(v.Height)-float64(y)/float64(v.MaxY)*float64(v.Height))
-	}
-	var q, run, busy strings.Builder
-	for _, s := range r.Samples {
-		q.WriteString(pt(s.T, s.Queued))
-		run.WriteString(pt(s.T, s.Pending+s.Idle+s.Busy))
-		busy.WriteString(pt(s.T, s.Busy))
-	}
-	v.QueuedPts, v.RunPts, v.BusyPts = q.String(), run.String(), busy.String()
-	if r.Faults != nil {
-		for _, in := range r.Faults.Injections {
-			x := in.StartSeconds / v.MaxT * float64(v.Width)
-			w := math.Max(2, (in.EndSeconds-in.StartSeconds)/v.MaxT*float64(v.Width))
-			v.Marks = append(v.Marks, htmlMark{X: x, W: w, Label: in.Name})
-		}
-	}
-	return v
-}
-
-var htmlReport = template.Must(template.New("report").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Gantry sim: {{.Scenario}}</title>
-<style>
-body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse}td,th{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:left}
-.q{stroke:#d9534f}.r{stroke:#337ab7}.b{stroke:#5cb85c}polyline{fill:none;stroke-width:2}
-rect.f{fill:#f0ad4e;opacity:.25}
-svg{border:1px solid #ccc;background:#fafafa}.legend span{margin-right:1.5em}
-</style></head><body>
-<h1>Gantry sim — {{.Scenario}}</h1>
-<p>{{.Description}}</p>
-<h2>Queued jobs and runners over time</h2>
-<svg width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="queued jobs and runners over time">
-{{range .Marks}}<rect class="f" x="{{printf "%.1f" .X}}" y="0" width="{{printf "%.1f" .W}}" height="{{$.Height}}"><title>{{.Label}}</title></rect>{{end}}
-<polyline class="q" points="{{.QueuedPts}}"/><polyline class="r" points="{{.RunPts}}"/><polyline class="b" points="{{.BusyPts}}"/>
-</svg>
-<p class="legend"><span style="color:#d9534f">■ queued jobs</span><span style="color:#337ab7">■ runners (pending + idle + busy)</span><span style="color:#5cb85c">■ busy runners</span>{{if .Marks}}<span style="color:#f0ad4e">■ faults</span>{{end}}
- — y: 0 to {{.MaxY}}, x: 0 to {{printf "%.0f" .MaxT}} s</p>
-<h2>Figures</h2>
-<table>
-<tr><th>jobs</th><td>{{.JobsTotal}} ({{.JobsNeverPickedUp}} never picked up, {{.JobsUnfinished}} unfinished, {{.JobsFailed}} failed; finished: {{.Finished}})</td></tr>
-<tr><th>pickup latency</th><td>p50 {{.PickupSeconds.P50}} s, p95 {{.PickupSeconds.P95}} s, p99 {{.PickupSeconds.P99}} s, max {{.PickupSeconds.Max}} s</td></tr>
-<tr><th>controller reaction (job → runner pod)</th><td>p50 {{.ReactionSeconds.P50}} s, p95 {{.ReactionSeconds.P95}} s, p99 {{.ReactionSeconds.P99}} s, max {{.ReactionSeconds.Max}} s</td></tr>
-<tr><th>pool reaction (job → Runner object)</th><td>p50 {{.PoolReaction.P50}} s, p95 {{.PoolReaction.P95}} s, p99 {{.PoolReaction.P99}} s, max {{.PoolReaction.Max}} s</td></tr>
-<tr><th>time to drain</th><td>{{.DrainSeconds}} s (drained: {{.Drained}})</td></tr>
-<tr><th>runners created</th><td>{{.RunnersCreated}}</td></tr>
-<tr><th>idle runner-seconds</th><td>{{.IdleRunnerSeconds}}</td></tr>
-<tr><th>GitHub REST calls per job</th><td>{{.RESTCallsPerJob}}</td></tr>
-<tr><th>controller's Kubernetes API writes per job</th><td>{{.KubeWritesPerJob}} (requests by method: {{range $k, $v := .Controller.KubeAPIRequests}}{{$k}} {{$v}} {{end}})</td></tr>
-<tr><th>left over</th><td>runners {{.Leftover.Runners}}, pods {{.Leftover.Pods}}, secrets {{.Leftover.Secrets}}, GitHub runners {{.Leftover.GitHubRunners}}</td></tr>
-<tr><th>busy runners killed</th><td>{{.BusyRunnersKilled}}</td></tr>
-<tr><th>controller</th><td>{{printf "%.1f" .Controller.CPUSeconds}} CPU-seconds, peak RSS {{printf "%.0f" .PeakRSSMiB}} MiB, {{.Controller.Processes}} process(es)</td></tr>
-<tr><th>CPU-seconds by process</th><td>{{range $k, $v := .CPUSeconds}}{{$k}} {{printf "%.1f" $v}}; {{end}}</td></tr>
-<tr><th>host</th><td>{{.Host.CPUs}} CPUs, load average {{index .Host.LoadAvgStart 0}} at the start, {{index .Host.LoadAvgEnd 0}} at the end</td></tr>
-</table>
-{{with .Faults}}<h2>Faults</h2>
-<p>{{.JobsLost}} jobs lost, {{.Leftover}} left over, {{.BusyRunnersKilled}} busy runners killed; {{.BusyRunnersLostWithNode}} busy runners lost with their node ({{.JobsFailedRunnerLost}} jobs failed by it).</p>
-<table><tr><th>step</th><th>from (s)</th><th>to (s)</th><th>what</th><th>recovered after (s)</th></tr>
-{{range .Injections}}<tr><td>{{.Name}}</td><td>{{.StartSeconds}}</td><td>{{.EndSeconds}}</td><td>{{.Detail}}{{if .Error}} — error: {{.Error}}{{end}}</td><td>{{if .RecoverySeconds}}{{.RecoverySeconds}}{{else}}never{{end}}</td></tr>
-{{end}}</table>{{end}}
-<h2>GitHub REST calls by endpoint</h2>
-<table>{{range $k, $v := .RESTCallsByRoute}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>
-</body></html>
-`))

@@ -44,7 +44,7 @@ func TestBuildReportCountsJobs(t *testing.T) {
 		job(6, 1, -1, -1, ""), // never started
 	}
 	queued := []queuedJob{{1, "success"}, {2, "failure"}, {3, "success"}, {4, "success"}, {5, "success"}, {6, "success"}}
-	r := buildReport(Scenario{Name: "t"}, t0, reportInputs{jobs: jobs, queued: queued})
+	r := buildReport(Scenario{Name: "t"}, reportInputs{start: t0, jobs: jobs, queued: queued})
 	got := map[string]int{
 		"total": r.JobsTotal, "never picked up": r.JobsNeverPickedUp, "unfinished": r.JobsUnfinished, "failed": r.JobsFailed,
 	}
@@ -83,7 +83,7 @@ func TestBusyRunnerKillDetection(t *testing.T) {
 		ev(agent.EventJobCompleted, "g", "n1", "", 4, 16), ev(agent.EventExited, "g", "n1", "", 4, 0),
 	}
 	inj := []fault.Injection{{Kind: fault.KindNodeLost, Node: "n2", Injected: true, StartSeconds: 10, EndSeconds: 10}}
-	r := buildReport(Scenario{Name: "t", Faults: &fault.Schedule{}}, t0, reportInputs{events: events, injections: inj})
+	r := buildReport(Scenario{Name: "t", Faults: &fault.Schedule{}}, reportInputs{start: t0, events: events, injections: inj})
 	if r.BusyRunnersKilled != 2 {
 		t.Errorf("busy runners killed = %d, want 2 (a, e): %+v", r.BusyRunnersKilled, r.BusyRunnerKills)
 	}
@@ -138,7 +138,7 @@ func TestRecovery(t *testing.T) {
 // report.json has every field the issue asks for, under its documented name.
 func TestReportJSONFields(t *testing.T) {
 	sc := Scenario{Name: "faults", Faults: &fault.Schedule{Steps: []fault.Step{{At: 0, For: sec(1), WebhookDrop: &fault.WebhookDrop{Rate: 0.5}}}}}
-	r := buildReport(sc, t0, reportInputs{
+	r := buildReport(sc, reportInputs{start: t0,
 		jobs:       []simgithub.Job{job(1, 0, 1, 2, "success")},
 		injections: []fault.Injection{{Step: 0, Name: "drop", Kind: fault.KindWebhookDrop, Injected: true, EndSeconds: 1, WebhooksDropped: 3}},
 		controller: Controller{CPUSeconds: 1.5, PeakRSSBytes: 64 << 20, Processes: 2},

@@ -200,3 +200,7 @@ func (s Scenario) poolLabels() []string {
 func (s Scenario) jobLabels() []string {
 	return append([]string{"self-hosted"}, s.poolLabels()...)
 }
+
+// hasFloor reports whether a run measures the floor: a burst or steady workload
+// without faults (a trace or a fault schedule has no oracle to compare with).
+func (s Scenario) hasFloor() bool { return s.Trace == nil && s.Faults == nil }

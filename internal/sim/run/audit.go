@@ -1,0 +1,193 @@
+package run
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// KubeAPI is what the controller asked of the kube-apiserver, as the kube-apiserver
+// recorded it (its audit log of the controller's user): exact, by verb and resource,
+// watches and the informers' lists included.
+type KubeAPI struct {
+	// Requests counts requests by "verb resource[/subresource]" ("create pods",
+	// "patch runners/status"); requests for no resource (discovery) are "verb path".
+	Requests map[string]int64 `json:"requests"`
+	// WritesPerJob: create, update, patch, delete and deletecollection requests per job.
+	WritesPerJob float64 `json:"writes_per_job"`
+	// UncachedReadsPerJob: get and list requests on resources per job — reads that went
+	// to the kube-apiserver instead of the controller's cache, the informers' start-up
+	// lists (one per kind and process) included.
+	UncachedReadsPerJob float64 `json:"uncached_reads_per_job"`
+	// PoolStatusWrites are the updates and patches of runnerpools/status.
+	PoolStatusWrites int64 `json:"pool_status_writes"`
+	// PoolStatusWritesPerSecond is their mean rate per pool while jobs ran (first job
+	// queued → last job done); PoolStatusWritesPeak the highest rate of one pool over
+	// any 10 seconds.
+	PoolStatusWritesPerSecond float64 `json:"pool_status_writes_per_second"`
+	PoolStatusWritesPeak      float64 `json:"pool_status_writes_per_second_peak_10s"`
+}
+
+// peakWindow is the window the peak rate of pool status writes is measured over.
+const peakWindow = 10 * time.Second
+
+// kubeAudit is the audit log, read.
+type kubeAudit struct {
+	requests map[string]int64
+	// poolStatusWrites are the times of each pool's status writes, by namespace/name.
+	poolStatusWrites map[string][]time.Time
+}
+
+// auditEvent is the part of an audit.k8s.io/v1 Event counted.
+type auditEvent struct {
+	Verb           string    `json:"verb"`
+	RequestURI     string    `json:"requestURI"`
+	StageTimestamp time.Time `json:"stageTimestamp"`
+	ObjectRef      *struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+	} `json:"objectRef"`
+}
+
+// readAudit reads an audit log of JSON lines; "" reads nothing.
+func readAudit(path string) (kubeAudit, error) {
+	a := kubeAudit{requests: map[string]int64{}, poolStatusWrites: map[string][]time.Time{}}
+	if path == "" {
+		return a, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return a, fmt.Errorf("reading the audit log: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	for sc.Scan() {
+		var ev auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return a, fmt.Errorf("reading the audit log %s: %w", path, err)
+		}
+		a.add(ev)
+	}
+	if err := sc.Err(); err != nil {
+		return a, fmt.Errorf("reading the audit log %s: %w", path, err)
+	}
+	return a, nil
+}
+
+func (a *kubeAudit) add(ev auditEvent) {
+	if ev.ObjectRef == nil || ev.ObjectRef.Resource == "" {
+		a.requests[ev.Verb+" "+ev.RequestURI]++
+		return
+	}
+	res := ev.ObjectRef.Resource
+	if ev.ObjectRef.Subresource != "" {
+		res += "/" + ev.ObjectRef.Subresource
+	}
+	a.requests[ev.Verb+" "+res]++
+	if res == "runnerpools/status" && isWrite(ev.Verb) {
+		k := ev.ObjectRef.Namespace + "/" + ev.ObjectRef.Name
+		a.poolStatusWrites[k] = append(a.poolStatusWrites[k], ev.StageTimestamp)
+	}
+}
+
+func isWrite(verb string) bool {
+	switch verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		return true
+	}
+	return false
+}
+
+// kubeAPI sums the audit for a run of jobs that ran from start to end.
+func (a kubeAudit) kubeAPI(jobs int, start, end time.Time) *KubeAPI {
+	k := &KubeAPI{Requests: a.requests}
+	var writes, reads int64
+	for key, n := range a.requests {
+		verb, res := splitKey(key)
+		switch {
+		case isWrite(verb):
+			writes += n
+		case (verb == "get" || verb == "list") && res != "" && res[0] != '/':
+			reads += n
+		}
+	}
+	if jobs > 0 {
+		k.WritesPerJob = round2(float64(writes) / float64(jobs))
+		k.UncachedReadsPerJob = round2(float64(reads) / float64(jobs))
+	}
+	var sum float64
+	for _, ts := range a.poolStatusWrites {
+		k.PoolStatusWrites += int64(len(ts))
+		sum += meanRate(ts, start, end)
+		k.PoolStatusWritesPeak = math.Max(k.PoolStatusWritesPeak, peakRate(ts, peakWindow))
+	}
+	if n := len(a.poolStatusWrites); n > 0 {
+		k.PoolStatusWritesPerSecond = round2(sum / float64(n))
+	}
+	return k
+}
+
+func splitKey(key string) (verb, rest string) {
+	verb, rest, _ = strings.Cut(key, " ")
+	return verb, rest
+}
+
+// formatCounts writes counts largest first: "patch runners/status 2000, create pods 500".
+func formatCounts(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// meanRate is how many of ts fall in [from, to], per second of it.
+func meanRate(ts []time.Time, from, to time.Time) float64 {
+	secs := to.Sub(from).Seconds()
+	if secs <= 0 {
+		return 0
+	}
+	n := 0
+	for _, t := range ts {
+		if !t.Before(from) && !t.After(to) {
+			n++
+		}
+	}
+	return float64(n) / secs
+}
+
+// peakRate is the most of ts in any window of length w (closed at its start, open at
+// its end), per second.
+func peakRate(ts []time.Time, w time.Duration) float64 {
+	s := slices.Clone(ts)
+	sort.Slice(s, func(i, j int) bool { return s[i].Before(s[j]) })
+	best, lo := 0, 0
+	for hi := range s {
+		for s[hi].Sub(s[lo]) >= w {
+			lo++
+		}
+		best = max(best, hi-lo+1)
+	}
+	return round2(float64(best) / w.Seconds())
+}
+
+func round2(x float64) float64 { return math.Round(x*100) / 100 }

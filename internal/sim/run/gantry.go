@@ -1,0 +1,89 @@
+package run
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/gantry-dev/gantry/internal/sim/fault"
+)
+
+// runGantry runs the scenario's workload through Gantry — the sampler, the fault
+// schedule, the jobs — waits for the jobs and for the pool to drain, takes what the
+// report needs of the world, and stops the controller, so that nothing after it (the
+// floor) is counted as Gantry's.
+func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.Writer) (reportInputs, error) {
+	smp := newSampler(w.runners, w.sim, w.ctrl.pid, out)
+	sctx, stopSampler := context.WithCancel(ctx)
+	samplerDone := make(chan struct{})
+	go func() { smp.run(sctx); close(samplerDone) }()
+	defer func() { stopSampler(); <-samplerDone }()
+
+	start := time.Now()
+	var injections []fault.Injection
+	faultsDone := make(chan struct{})
+	fctx, stopFaults := context.WithCancel(ctx)
+	// On every exit path the schedule stops before the controller does: a restart in
+	// flight must not outlive the run.
+	defer func() { stopFaults(); <-faultsDone }()
+	if sc.Faults != nil {
+		sched := *sc.Faults
+		if sched.Seed == 0 {
+			sched.Seed = int64(seed) //nolint:gosec // any bit pattern is a fine seed
+		}
+		go func() {
+			defer close(faultsDone)
+			injections = fault.Run(fctx, sched, start, fault.Targets{
+				GitHub: w.sim, Controller: w.ctrl, Nodes: simNodes{cl: w.cl, agents: w.agents}, Log: out,
+			})
+		}()
+	} else {
+		close(faultsDone)
+	}
+	queued, err := queueWorkload(ctx, w.sim, sc.workload(), seed, nil)
+	if err != nil {
+		return reportInputs{}, err
+	}
+	jobs, finished, lastDone := waitJobs(ctx, w.sim, 0, len(queued), start.Add(sc.Timeout))
+	// The schedule ends with the workload at the latest; a step still ahead is
+	// reported as not injected.
+	stopFaults()
+	<-faultsDone
+	if w.ctrl.pid() == 0 {
+		// The run ended while a fault had the controller down: it drains the pool.
+		if _, err := w.ctrl.Start(ctx); err != nil {
+			return reportInputs{}, err
+		}
+	}
+	drainStart := time.Now()
+	drained := waitDrained(ctx, w.cl.Client, w.runners, w.sim, drainStart.Add(drainTimeout(sc)))
+	drainedAt := time.Now()
+	stopSampler()
+	<-samplerDone
+
+	var lostNodePods map[string]int
+	for _, in := range injections {
+		if in.Kind == fault.KindNodeLost && in.Node != "" {
+			if lostNodePods == nil {
+				lostNodePods = map[string]int{}
+			}
+			pods, err := w.cl.RunnerPodsOn(ctx, in.Node)
+			if err == nil {
+				lostNodePods[in.Node] = len(pods)
+			}
+		}
+	}
+	in := reportInputs{
+		start: start, jobs: jobs, queued: queued, events: w.agents.Events(), runnersSeen: w.runners.times(),
+		calls: w.sim.CallCounts(), samples: smp.samples(), finished: finished, lastJobDone: lastDone,
+		drained: drained, drainedAt: drainedAt, injections: injections, lostNodePods: lostNodePods,
+		leftover: leftovers(ctx, w.cl.Client, w.sim), cpu: processCPU(),
+	}
+	in.controller = w.ctrl.stop()
+	if in.controller.Processes > 0 {
+		in.cpu["gantry controller"] = round1(in.controller.CPUSeconds) // every process, killed ones too
+	}
+	in.audit, in.auditErr = readAudit(w.cl.AuditLog)
+	in.end = time.Now()
+	return in, nil
+}

@@ -1,0 +1,159 @@
+package run
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+)
+
+// htmlView is what report.html shows: the report, its charts, Gantry beside the floor
+// and the targets judged.
+type htmlView struct {
+	*Report
+	PeakRSSMiB float64
+	Charts     []chart
+	Latency    []latencyRow
+	Verdicts   []Verdict
+	// TimelineNote says why a timeline is missing.
+	TimelineNote string
+}
+
+// latencyRow is a percentile of Gantry's latencies beside the floor's.
+type latencyRow struct {
+	Name                          string
+	Gantry, Floor                 float64
+	Ratio                         *float64
+	HasFloor                      bool
+	GantryReaction, FloorReaction float64
+	ReactionRatio                 *float64
+}
+
+func (r *Report) view() htmlView {
+	v := htmlView{Report: r, PeakRSSMiB: float64(r.Controller.PeakRSSBytes) / (1 << 20)}
+	v.Charts = append(v.Charts, overTime(r))
+	if c := pickupCDF(r); c != nil {
+		v.Charts = append(v.Charts, *c)
+	}
+	var floorJobs []JobTimes
+	if r.Floor != nil {
+		floorJobs = r.Floor.Jobs
+	}
+	end := timelineEnd(r.Jobs, floorJobs)
+	if c := timeline("per-job timeline: Gantry", r.Jobs, end); c != nil {
+		v.Charts = append(v.Charts, *c)
+	}
+	if c := timeline("per-job timeline: floor", floorJobs, end); c != nil {
+		v.Charts = append(v.Charts, *c)
+	}
+	if len(r.Jobs) > maxTimelineJobs {
+		v.TimelineNote = fmt.Sprintf("No per-job timeline: %d jobs are more than the %d a timeline can show.", len(r.Jobs), maxTimelineJobs)
+	}
+	g, fl := r.PickupSeconds, Quantiles{}
+	gr, flr := r.ReactionSeconds, Quantiles{}
+	var ratios, rratios Ratios
+	if r.Floor != nil {
+		fl, flr = r.Floor.PickupSeconds, r.Floor.ReactionSeconds
+		ratios, rratios = r.Floor.Ratio.PickupSeconds, r.Floor.Ratio.ReactionSeconds
+	}
+	for _, row := range []struct {
+		name         string
+		g, f, gr, fr float64
+		r, rr        *float64
+	}{
+		{"p50", g.P50, fl.P50, gr.P50, flr.P50, ratios.P50, rratios.P50},
+		{"p95", g.P95, fl.P95, gr.P95, flr.P95, ratios.P95, rratios.P95},
+		{"p99", g.P99, fl.P99, gr.P99, flr.P99, ratios.P99, rratios.P99},
+		{"max", g.Max, fl.Max, gr.Max, flr.Max, ratios.Max, rratios.Max},
+	} {
+		v.Latency = append(v.Latency, latencyRow{
+			Name: row.name, Gantry: row.g, Floor: row.f, Ratio: row.r, HasFloor: r.Floor != nil,
+			GantryReaction: row.gr, FloorReaction: row.fr, ReactionRatio: row.rr,
+		})
+	}
+	v.Verdicts = Judge(r.Scenario, FiguresOf(r))
+	return v
+}
+
+func (r *Report) writeHTML(w io.Writer) error { return htmlReport.Execute(w, r.view()) }
+
+var htmlReport = template.Must(template.New("report").Funcs(template.FuncMap{
+	"f2": func(p *float64) string { return num(p) },
+}).Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Gantry sim: {{.Scenario}}</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222;max-width:1000px}
+table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:left}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
+.met{color:#2b7a2b}.missed{color:#b52b27;font-weight:600}
+svg{background:#fafafa;border:1px solid #ddd;display:block;margin:.3em 0}
+svg text{font:11px system-ui,sans-serif;fill:#444}
+.axis{stroke:#666;stroke-width:1}.grid{stroke:#e4e4e4;stroke-width:1}
+polyline{fill:none;stroke-width:2}path{fill:none;shape-rendering:crispEdges}
+.q{stroke:#d9534f;color:#d9534f}.r{stroke:#337ab7;color:#337ab7}.b{stroke:#5cb85c;color:#5cb85c}
+.g{stroke:#337ab7;color:#337ab7}.fl{stroke:#888;color:#888;stroke-dasharray:6 3}
+.tw{stroke:#f0ad4e;color:#f0ad4e}.ts{stroke:#9b59b6;color:#9b59b6}.ti{stroke:#5bc0de;color:#5bc0de}.tr{stroke:#5cb85c;color:#5cb85c}
+rect.f{fill:#f0ad4e;opacity:.25}.f{color:#f0ad4e}
+.legend span{margin-right:1.5em}.legend .lt{color:#222;margin:0}
+</style></head><body>
+<h1>Gantry sim — {{.Scenario}}</h1>
+<p>{{.Description}}</p>
+{{if .Floor}}<h2>Gantry beside the floor</h2>
+<p>The floor is an oracle run on the same cluster and simulator right after Gantry's
+workload, with the same jobs (same seed): it knows each job the moment it is queued and
+makes only one JIT configuration, one Secret and one pod for it, {{.Floor.Workers}} at
+a time. Ratio: Gantry's figure over the floor's (1.00 = at the floor). Load average
+(1 minute) during Gantry's run {{index .Host.LoadAvgStart 0}} → {{index .Host.LoadAvgEnd 0}}, during the
+floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared machine, compare them before a ratio.
+{{if not .Floor.ClusterDrained}}<strong>The cluster was not drained when the floor started.</strong>{{end}}
+{{if .Floor.Error}}<strong>The floor met errors: {{.Floor.Error}}</strong>{{end}}</p>
+<table><tr><th></th><th>pickup Gantry (s)</th><th>pickup floor (s)</th><th>ratio</th><th>reaction Gantry (s)</th><th>reaction floor (s)</th><th>ratio</th></tr>
+{{range .Latency}}<tr><th>{{.Name}}</th><td class="n">{{printf "%.2f" .Gantry}}</td><td class="n">{{printf "%.2f" .Floor}}</td><td class="n">{{f2 .Ratio}}</td><td class="n">{{printf "%.2f" .GantryReaction}}</td><td class="n">{{printf "%.2f" .FloorReaction}}</td><td class="n">{{f2 .ReactionRatio}}</td></tr>
+{{end}}</table>{{end}}
+{{if .Verdicts}}<h2>Targets</h2>
+<table><tr><th>figure</th><th>now</th><th>target</th><th></th></tr>
+{{range .Verdicts}}<tr><td>{{.Target.Figure}}</td><td class="n">{{f2 .Value}}</td><td>{{.String}}</td><td>{{if .Met}}<span class="met">met</span>{{else}}<span class="missed">MISSED</span>{{end}}</td></tr>
+{{end}}</table>{{end}}
+{{range .Charts}}{{template "chart" .}}{{end}}{{with .TimelineNote}}<p>{{.}}</p>{{end}}
+<h2>Figures</h2>
+<table>
+<tr><th>jobs</th><td>{{.JobsTotal}} ({{.JobsNeverPickedUp}} never picked up, {{.JobsUnfinished}} unfinished, {{.JobsFailed}} failed; finished: {{.Finished}})</td></tr>
+<tr><th>pickup latency</th><td>p50 {{.PickupSeconds.P50}} s, p95 {{.PickupSeconds.P95}} s, p99 {{.PickupSeconds.P99}} s, max {{.PickupSeconds.Max}} s</td></tr>
+<tr><th>controller reaction (job → runner pod)</th><td>p50 {{.ReactionSeconds.P50}} s, p95 {{.ReactionSeconds.P95}} s, p99 {{.ReactionSeconds.P99}} s, max {{.ReactionSeconds.Max}} s</td></tr>
+<tr><th>pool reaction (job → Runner object)</th><td>p50 {{.PoolReaction.P50}} s, p95 {{.PoolReaction.P95}} s, p99 {{.PoolReaction.P99}} s, max {{.PoolReaction.Max}} s</td></tr>
+<tr><th>time to drain</th><td>{{.DrainSeconds}} s (drained: {{.Drained}})</td></tr>
+<tr><th>runners created</th><td>{{.RunnersCreated}}</td></tr>
+<tr><th>idle runner-seconds</th><td>{{.IdleRunnerSeconds}}</td></tr>
+<tr><th>GitHub REST calls per job</th><td>{{.RESTCallsPerJob}}</td></tr>
+<tr><th>controller's Kubernetes API writes per job</th><td>{{.KubeWritesPerJob}} (requests by method: {{range $k, $v := .Controller.KubeAPIRequests}}{{$k}} {{$v}} {{end}})</td></tr>
+{{with .KubeAPI}}<tr><th>controller's requests, as the kube-apiserver recorded them</th><td>writes per job {{.WritesPerJob}}, uncached reads per job {{.UncachedReadsPerJob}}; pool status writes {{.PoolStatusWrites}} ({{.PoolStatusWritesPerSecond}}/s per pool while jobs ran, {{.PoolStatusWritesPeak}}/s in the busiest 10 s)<br>{{range $k, $v := .Requests}}{{$k}} {{$v}}; {{end}}</td></tr>{{end}}
+<tr><th>left over</th><td>runners {{.Leftover.Runners}}, pods {{.Leftover.Pods}}, secrets {{.Leftover.Secrets}}, GitHub runners {{.Leftover.GitHubRunners}}</td></tr>
+<tr><th>busy runners killed</th><td>{{.BusyRunnersKilled}}</td></tr>
+<tr><th>controller</th><td>{{printf "%.1f" .Controller.CPUSeconds}} CPU-seconds ({{.ControllerCPUPerJob}} ms per job), peak RSS {{printf "%.0f" .PeakRSSMiB}} MiB, {{.Controller.Processes}} process(es)</td></tr>
+<tr><th>CPU-seconds by process</th><td>{{range $k, $v := .CPUSeconds}}{{$k}} {{printf "%.1f" $v}}; {{end}}</td></tr>
+<tr><th>host</th><td>{{.Host.CPUs}} CPUs, load average {{index .Host.LoadAvgStart 0}} at the start, {{index .Host.LoadAvgEnd 0}} at the end</td></tr>
+</table>
+{{with .Faults}}<h2>Faults</h2>
+<p>{{.JobsLost}} jobs lost, {{.Leftover}} left over, {{.BusyRunnersKilled}} busy runners killed; {{.BusyRunnersLostWithNode}} busy runners lost with their node ({{.JobsFailedRunnerLost}} jobs failed by it).</p>
+<table><tr><th>step</th><th>from (s)</th><th>to (s)</th><th>what</th><th>recovered after (s)</th></tr>
+{{range .Injections}}<tr><td>{{.Name}}</td><td>{{.StartSeconds}}</td><td>{{.EndSeconds}}</td><td>{{.Detail}}{{if .Error}} — error: {{.Error}}{{end}}</td><td>{{if .RecoverySeconds}}{{.RecoverySeconds}}{{else}}never{{end}}</td></tr>
+{{end}}</table>{{end}}
+<h2>GitHub REST calls by endpoint</h2>
+<table>{{range $k, $v := .RESTCallsByRoute}}<tr><td>{{$k}}</td><td class="n">{{$v}}</td></tr>{{end}}</table>
+</body></html>
+
+{{define "chart"}}<h2>{{.Title}}</h2>
+<svg width="{{.OuterW}}" height="{{.OuterH}}" viewBox="0 0 {{.OuterW}} {{.OuterH}}" role="img" aria-label="{{.Title}}">
+<g transform="translate({{.Left}},{{.Top}})">
+{{range .XTicks}}<line class="grid" x1="{{printf "%.1f" .Pos}}" y1="0" x2="{{printf "%.1f" .Pos}}" y2="{{$.H}}"/>{{end}}
+{{range .YTicks}}<line class="grid" x1="0" y1="{{printf "%.1f" .Pos}}" x2="{{$.W}}" y2="{{printf "%.1f" .Pos}}"/>{{end}}
+{{range .Marks}}<rect class="f" x="{{printf "%.1f" .X}}" y="0" width="{{printf "%.1f" .W}}" height="{{$.H}}"><title>{{.Label}}</title></rect>{{end}}
+{{range .Paths}}<path class="{{.Class}}" stroke-width="{{printf "%.2f" .Width}}" d="{{.D}}"/>{{end}}
+{{range .Lines}}<polyline class="{{.Class}}" points="{{.Points}}"/>{{end}}
+<line class="axis" x1="0" y1="{{.H}}" x2="{{.W}}" y2="{{.H}}"/><line class="axis" x1="0" y1="0" x2="0" y2="{{.H}}"/>
+{{range .XTicks}}<line class="axis" x1="{{printf "%.1f" .Pos}}" y1="{{$.H}}" x2="{{printf "%.1f" .Pos}}" y2="{{$.TickEnd}}"/><text x="{{printf "%.1f" .Pos}}" y="{{$.H}}" dy="18" text-anchor="middle">{{.Label}}</text>{{end}}
+{{range .YTicks}}<line class="axis" x1="-5" y1="{{printf "%.1f" .Pos}}" x2="0" y2="{{printf "%.1f" .Pos}}"/><text x="-8" y="{{printf "%.1f" .Pos}}" dy="4" text-anchor="end">{{.Label}}</text>{{end}}
+<text x="{{.W}}" y="{{.XLabelY}}" text-anchor="end">{{.XLabel}}</text>
+<text transform="rotate(-90)" x="{{.YLabelX}}" y="-48" text-anchor="middle">{{.YLabel}}</text>
+</g></svg>
+<p class="legend">{{range .Legend}}<span class="{{.Class}}">■ <span class="lt">{{.Label}}</span></span>{{end}}</p>
+{{end}}`))

@@ -1,0 +1,164 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/gantry-dev/gantry/internal/sim/fault"
+)
+
+// chromium finds a Chromium or Chrome binary: $GANTRY_CHROMIUM, else the usual names.
+func chromium() string {
+	if p := os.Getenv("GANTRY_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// browserReport is a burst of 500 jobs with its floor, a steady sample series and a
+// fault, as run.Run would write it.
+func browserReport() *Report {
+	gJobs, gEvents := syntheticRun(500, 0.5, 0.02, "linux-")
+	fJobs, fEvents := syntheticRun(500, 0.2, 0.004, floorPodPrefix)
+	var samples []Sample
+	for i := range 25 {
+		samples = append(samples, Sample{T: float64(i), Queued: max(0, 500-50*i), Pending: min(500, 40*i), Busy: min(500, 30*i)})
+	}
+	sc := Scenarios["burst"]
+	sc.Faults = &fault.Schedule{}
+	r := buildReport(sc, reportInputs{
+		start: t0, jobs: gJobs, events: gEvents, samples: samples, finished: true, drained: true,
+		controller:  Controller{CPUSeconds: 6.4, PeakRSSBytes: 80 << 20, Processes: 1, KubeAPIRequests: map[string]int64{"GET": 40, "POST": 1500}},
+		injections:  []fault.Injection{{Name: "webhooks dropped", Kind: fault.KindWebhookDrop, Injected: true, StartSeconds: 3, EndSeconds: 8}},
+		audit:       kubeAudit{requests: map[string]int64{"create pods": 500, "create secrets": 500, "patch runners/status": 2000}},
+		lastJobDone: at(24), drainedAt: at(28),
+	})
+	r.Floor = floorReport(floorRun{start: t0, end: at(20), jobs: fJobs, events: fEvents, finished: true, clusterDrained: true, cleanedUp: true}, nil, r)
+	return r
+}
+
+// TestReportRendersInChromium opens report.html in headless Chromium: it must render
+// its four charts (queued and runners over time, the pickup distribution, Gantry's and
+// the floor's timelines) with no console error, exception or failed load, and its
+// screenshot must show Gantry's and the floor's colors. GANTRY_REPORT_SCREENSHOT=FILE
+// keeps the screenshot.
+func TestReportRendersInChromium(t *testing.T) {
+	bin := chromium()
+	if bin == "" {
+		t.Skip("no chromium, chromium-browser or google-chrome on PATH (set GANTRY_CHROMIUM, or on Debian `apt-get install chromium`): the report's browser test is skipped")
+	}
+	dir := t.TempDir()
+	if err := browserReport().write(dir); err != nil {
+		t.Fatal(err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1100, 900),
+		chromedp.UserDataDir(filepath.Join(dir, "profile")))
+	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute) // a loaded machine starts Chromium slowly
+	defer cancelTimeout()
+
+	var mu sync.Mutex
+	var problems []string
+	chromedp.ListenTarget(ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.APITypeError || e.Type == runtime.APITypeWarning || e.Type == runtime.APITypeAssert {
+				var args []string
+				for _, a := range e.Args {
+					args = append(args, string(a.Value))
+				}
+				problems = append(problems, fmt.Sprintf("console.%s: %s", e.Type, strings.Join(args, " ")))
+			}
+		case *runtime.EventExceptionThrown:
+			problems = append(problems, "exception: "+e.ExceptionDetails.Error())
+		case *log.EventEntryAdded:
+			if e.Entry.Level == log.LevelError || e.Entry.Level == log.LevelWarning {
+				problems = append(problems, fmt.Sprintf("log %s (%s): %s %s", e.Entry.Level, e.Entry.Source, e.Entry.Text, e.Entry.URL))
+			}
+		}
+	})
+	var png []byte
+	var charts int
+	var text string
+	err := chromedp.Run(ctx,
+		log.Enable(), runtime.Enable(),
+		chromedp.Navigate("file://"+filepath.Join(dir, "report.html")),
+		chromedp.WaitVisible("svg", chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll("svg").length`, &charts),
+		chromedp.Evaluate(`document.body.innerText`, &text),
+		chromedp.FullScreenshot(&png, 100),
+	)
+	if err != nil {
+		t.Fatalf("rendering report.html in %s: %v", bin, err)
+	}
+	if path := os.Getenv("GANTRY_REPORT_SCREENSHOT"); path != "" {
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range problems {
+		t.Errorf("the page reported: %s", p)
+	}
+	if charts != 4 {
+		t.Errorf("%d charts rendered, want 4", charts)
+	}
+	for _, want := range []string{"Gantry beside the floor", "pickup latency distribution", "per-job timeline: Gantry", "per-job timeline: floor",
+		"pickup latency: job queued → started by a runner (s)", "jobs picked up (%)", "Targets", "MISSED"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the rendered page lacks %q", want)
+		}
+	}
+	checkColors(t, png)
+}
+
+// checkColors decodes the screenshot and counts the pixels of Gantry's line
+// (#337ab7) and the floor's (#888888): both charts must have been painted.
+func checkColors(t *testing.T, b []byte) {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("the screenshot is no PNG: %v", err)
+	}
+	count := map[[3]uint32]int{}
+	bounds := img.Bounds()
+	for y := bounds.Min.Y; y < bounds.Max.Y; y++ {
+		for x := bounds.Min.X; x < bounds.Max.X; x++ {
+			r, g, b, _ := img.At(x, y).RGBA()
+			count[[3]uint32{r >> 8, g >> 8, b >> 8}]++
+		}
+	}
+	gantry, floor := count[[3]uint32{0x33, 0x7a, 0xb7}], count[[3]uint32{0x88, 0x88, 0x88}]
+	if gantry < 200 || floor < 100 {
+		t.Errorf("screenshot %dx%d has %d pixels of Gantry's color and %d of the floor's: the charts were not painted",
+			bounds.Dx(), bounds.Dy(), gantry, floor)
+	}
+	if bounds.Dy() < 1500 {
+		t.Errorf("screenshot is %d pixels high: the page is shorter than its charts", bounds.Dy())
+	}
+}

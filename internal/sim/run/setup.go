@@ -1,0 +1,239 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/manager"
+	"github.com/gantry-dev/gantry/internal/sim/agent"
+	"github.com/gantry-dev/gantry/internal/sim/cluster"
+	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
+)
+
+// controllerUser is the user the controller runs as on the simulated cluster: the
+// kube-apiserver's audit log records its requests, and only its.
+const controllerUser = "gantry-controller"
+
+// world is what a run starts before its workload: the simulated cluster, the GitHub
+// simulator with acme's repositories and webhook, the pool, the controller (running),
+// the runner agents and a watch of the Runners. stop stops all of it, in reverse order.
+type world struct {
+	cl      *cluster.Cluster
+	sim     *simgithub.Sim
+	simURL  string
+	pool    *v1alpha1.RunnerPool
+	ctrl    *controller
+	agents  *agent.Agents
+	runners *runnerWatch
+
+	stopAgents func() // idempotent: stops the agents and waits for them
+	cleanups   []func()
+}
+
+// stop stops what startWorld started, last started first.
+func (w *world) stop() {
+	for i := len(w.cleanups) - 1; i >= 0; i-- {
+		w.cleanups[i]()
+	}
+	w.cleanups = nil
+}
+
+func (w *world) onStop(f func()) { w.cleanups = append(w.cleanups, f) }
+
+// startWorld starts the world of sc. On error, what was started is stopped.
+func startWorld(ctx context.Context, sc Scenario, opts Options) (_ *world, err error) {
+	say := func(format string, args ...any) { fmt.Fprintf(opts.Out, format+"\n", args...) }
+	w := &world{}
+	defer func() {
+		if err != nil {
+			w.stop()
+		}
+	}()
+
+	say("Scenario %s: %s", sc.Name, sc.Description)
+	w.cl, err = cluster.Start(ctx, cluster.Options{
+		BinDir: opts.BinDir, WorkDir: filepath.Join(opts.OutDir, "cluster"),
+		Nodes: sc.Nodes, PodStartDelay: sc.PodStartDelay, NodeMonitorGracePeriod: sc.NodeMonitorGracePeriod, Log: opts.Out,
+		AuditUser: controllerUser,
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.onStop(func() { _ = w.cl.Stop() })
+
+	if err := w.startGitHub(ctx, sc); err != nil {
+		return nil, err
+	}
+	say("GitHub simulator on %s", w.simURL)
+
+	// The controller, as a separate process, exactly as it runs in a cluster.
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	webhookAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	if _, err := w.sim.CreateHook(simgithub.HookSpec{Org: org, URL: "http://" + webhookAddr + "/webhook", Secret: hookSecret, Events: []string{"workflow_job"}}); err != nil {
+		return nil, err
+	}
+	w.pool = newPool(sc, w.simURL)
+	if err := setupNamespaces(ctx, w.cl.Client, w.pool); err != nil {
+		return nil, err
+	}
+	w.ctrl, err = newController(opts, sc, w.cl.AuditedKubeconfig, webhookAddr, ports[1], ports[2])
+	if err != nil {
+		return nil, err
+	}
+	w.onStop(func() { w.ctrl.stop() })
+	pid, err := w.ctrl.Start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	say("Gantry controller running (pid %d, logs in %s)", pid, w.ctrl.logPath)
+
+	var agentOpts agent.Options
+	if sc.RunnerLostTimeout > 0 {
+		agentOpts.RenewEvery = sc.RunnerLostTimeout / 4
+	}
+	if w.agents, err = agent.New(w.cl.Config, namespace, agentOpts); err != nil {
+		return nil, err
+	}
+	actx, cancelAgents := context.WithCancel(ctx)
+	agentsDone := make(chan struct{})
+	go func() { _ = w.agents.Run(actx); close(agentsDone) }()
+	w.stopAgents = func() { cancelAgents(); <-agentsDone }
+	w.onStop(w.stopAgents)
+
+	rctx, stopRunnerWatch := context.WithCancel(ctx)
+	w.onStop(stopRunnerWatch)
+	if w.runners, err = watchRunners(rctx, w.cl.Config); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// startGitHub serves the GitHub simulator on loopback with organization acme, the
+// workload's repositories and a PAT.
+func (w *world) startGitHub(ctx context.Context, sc Scenario) error {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	w.simURL = "http://" + ln.Addr().String()
+	w.sim = simgithub.New(simgithub.Options{
+		URL:               w.simURL,
+		PATs:              []simgithub.PAT{{Token: simToken, Login: "gantry-sim", Scopes: []string{"repo", "admin:org", "manage_runners:org", "admin:org_hook"}}},
+		RateLimits:        sc.RateLimits,
+		WebhookWorkers:    16,
+		RunnerLostTimeout: sc.RunnerLostTimeout,
+	})
+	w.onStop(w.sim.Close)
+	srv := &http.Server{Handler: w.sim, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	w.onStop(func() { _ = srv.Close() })
+	if _, err := w.sim.CreateOrg(simgithub.OrgSpec{Login: org}); err != nil {
+		return err
+	}
+	for _, name := range repoNames(sc) {
+		if _, err := w.sim.CreateRepo(simgithub.RepoSpec{Owner: org, Name: name}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newPool is the scenario's RunnerPool ci/linux, pointed at the simulator.
+func newPool(sc Scenario, simURL string) *v1alpha1.RunnerPool {
+	pool := &v1alpha1.RunnerPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: poolName},
+		Spec: v1alpha1.RunnerPoolSpec{
+			GitHub: v1alpha1.GitHubSpec{URL: simURL + "/" + org, CredentialsSecretRef: v1alpha1.SecretReference{Name: "github-creds"}},
+			Labels: sc.poolLabels(), MinIdle: sc.MinIdle, MaxRunners: sc.MaxRunners, RegistrationMode: sc.Mode,
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: v1alpha1.RunnerContainerName, Image: "ghcr.io/actions/actions-runner:latest",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}},
+			}}}},
+		},
+	}
+	if sc.NodeLostTimeout > 0 {
+		pool.Spec.Recovery.NodeLostTimeout = &metav1.Duration{Duration: sc.NodeLostTimeout}
+	}
+	if sc.PodTerminationGracePeriod > 0 {
+		secs := int64(sc.PodTerminationGracePeriod.Seconds())
+		pool.Spec.Template.Spec.TerminationGracePeriodSeconds = &secs
+	}
+	if sc.UnreachableToleration > 0 {
+		secs := int64(sc.UnreachableToleration.Seconds())
+		for _, key := range []string{corev1.TaintNodeUnreachable, corev1.TaintNodeNotReady} {
+			pool.Spec.Template.Spec.Tolerations = append(pool.Spec.Template.Spec.Tolerations, corev1.Toleration{
+				Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &secs,
+			})
+		}
+	}
+	return pool
+}
+
+// setupNamespaces creates the namespaces, the webhook and GitHub credential Secrets
+// and the pool.
+func setupNamespaces(ctx context.Context, c client.Client, pool *v1alpha1.RunnerPool) error {
+	for _, ns := range []string{namespace, systemNamespace} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	objs := []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: "gantry-webhook"},
+			Data: map[string][]byte{manager.WebhookSecretKey: []byte(hookSecret)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "github-creds"},
+			Data: map[string][]byte{"github_token": []byte(simToken)}},
+		pool.DeepCopy(),
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// simNodes loses nodes of the simulated cluster, the runner processes on them first.
+type simNodes struct {
+	cl     *cluster.Cluster
+	agents *agent.Agents
+}
+
+func (n simNodes) BusiestNode(ctx context.Context) (string, error) { return n.cl.BusiestNode(ctx) }
+
+func (n simNodes) LoseNode(ctx context.Context, node, how string) (pods, busy int, err error) {
+	// The machine dies: its runner processes stop talking to GitHub at once.
+	_, busy = n.agents.LoseNode(node)
+	lost, err := n.cl.LoseNode(ctx, node, cluster.NodeLoss(how))
+	return len(lost), busy, err
+}
+
+func freePorts(n int) ([]int, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, l := range lns {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
