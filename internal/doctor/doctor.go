@@ -66,6 +66,14 @@ const (
 	FindingNoPoolMatches           Finding = "NoPoolMatchesJob"
 )
 
+// AllFindings lists every Finding, for the test that each has a troubleshooting entry.
+var AllFindings = []Finding{
+	FindingNoPools, FindingPoolNotFound, FindingInvalidURL, FindingSecretNotFound, FindingInvalidCredentials,
+	FindingCredentialsRejected, FindingScopeNotFound, FindingGitHubUnreachable, FindingRunnerGroupNotFound,
+	FindingRunnerGroupNotVisible, FindingRunnerGroupNoPublic, FindingPoolNotReconciled, FindingPoolNotReady,
+	FindingNoWebhookDeliveries, FindingWebhookSignatureInvalid, FindingWebhookDeliveryFailed, FindingNoPoolMatches,
+}
+
 // Check is one question asked of one pool.
 type Check struct {
 	// Name is what was checked: secret, github, runner-group, controller, webhooks.
