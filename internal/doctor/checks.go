@@ -28,13 +28,19 @@ const (
 // skipped when it failed.
 func checkPool(ctx context.Context, o Options, pool *v1alpha1.RunnerPool, hooks *hookCache) PoolReport {
 	pr := PoolReport{Pool: pool.Namespace + "/" + pool.Name, URL: pool.Spec.GitHub.URL}
-	add := func(c Check) { pr.Checks = append(pr.Checks, c) }
+	pr.Checks = append(checkGitHubSide(ctx, o, pool, hooks), controllerCheck(pool))
+	return pr
+}
+
+// checkGitHubSide runs the checks from the Secret to the webhooks.
+func checkGitHubSide(ctx context.Context, o Options, pool *v1alpha1.RunnerPool, hooks *hookCache) []Check {
+	var checks []Check
+	add := func(c Check) { checks = append(checks, c) }
 	skip := func(names ...string) {
 		for _, n := range names {
 			add(Check{Name: n, Status: Skipped, Message: "not checked: an earlier check failed"})
 		}
 	}
-	defer func() { pr.Checks = append(pr.Checks, controllerCheck(pool)) }()
 
 	secret := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Spec.GitHub.CredentialsSecretRef.Name}
 	gh, scope, err := o.GitHub.For(ctx, pool)
@@ -44,7 +50,7 @@ func checkPool(ctx context.Context, o Options, pool *v1alpha1.RunnerPool, hooks 
 			add(Check{Name: CheckSecret, Status: Problem, Result: FindingSecretNotFound, Message: err.Error(),
 				Fix: "doctor could not read the Secret: run it with a kubeconfig allowed to get Secrets in " + pool.Namespace})
 			skip(CheckGitHub, CheckRunnerGroup, CheckWebhooks)
-			return pr
+			return checks
 		}
 		switch cfg.Reason {
 		case controller.ReasonInvalidURL:
@@ -60,19 +66,19 @@ func checkPool(ctx context.Context, o Options, pool *v1alpha1.RunnerPool, hooks 
 				Fix: "fix the key the message names in Secret " + secret.String() + " (docs/quickstart.md lists the keys)"})
 			skip(CheckGitHub, CheckRunnerGroup, CheckWebhooks)
 		}
-		return pr
+		return checks
 	}
 	add(Check{Name: CheckSecret, Status: OK, Message: "Secret " + secret.String() + " found and complete"})
 
 	if _, err := gh.CreateRegistrationToken(ctx, scope); err != nil {
 		add(githubProblem(CheckGitHub, scope, err))
 		skip(CheckRunnerGroup, CheckWebhooks)
-		return pr
+		return checks
 	}
 	add(Check{Name: CheckGitHub, Status: OK, Message: "GitHub accepts the credentials for " + scope.String() + " (a registration token was issued)"})
 	add(runnerGroupCheck(ctx, o, pool, gh, scope))
 	add(hooks.check(ctx, o, secret, gh, scope))
-	return pr
+	return checks
 }
 
 // githubProblem turns a failed GitHub call into a Check.

@@ -121,21 +121,23 @@ func (w *world) app(hookURL, secret string) {
 	})
 }
 
-// queue queues a job and waits until the App's delivery of it has an answer.
+// queue queues a job and waits until the App's delivery of a queued job has an answer
+// (the simulator does not record which job a delivery carries).
 func (w *world) queue(repo string, labels ...string) {
 	w.t.Helper()
 	j, err := w.st.Sim.QueueJob(simgithub.JobSpec{Repo: repo, Labels: labels})
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	deliveries := func() []simgithub.Delivery { return w.st.Sim.Deliveries() }
 	eventually(w.t, "the App's delivery of the queued job answered", func() bool {
-		for _, d := range w.st.Sim.Deliveries() {
-			if d.JobID == j.ID && d.Action == "queued" && d.Done && d.HookID == w.appHook {
+		for _, d := range deliveries() {
+			if d.Action == "queued" && d.Done && d.HookID == w.appHook {
 				return true
 			}
 		}
 		return false
-	})
+	}, func() { w.t.Logf("deliveries: %+v (job %d, App hook %d)", deliveries(), j.ID, w.appHook) })
 }
 
 // doctor runs doctor on this world's namespace, as `gantry doctor -n NS` would.
@@ -198,7 +200,8 @@ func check(t *testing.T, rep *doctor.Report, pool, name string) doctor.Check {
 	return doctor.Check{}
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
+// eventually polls cond until it holds or 90 s pass; then it runs dump and fails.
+func eventually(t *testing.T, what string, cond func() bool, dump ...func()) {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
@@ -206,6 +209,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	for _, d := range dump {
+		d()
 	}
 	t.Fatalf("timed out waiting for %s", what)
 }
