@@ -61,7 +61,7 @@ func TestRouteJob(t *testing.T) {
 		reason map[string]string // pool → a part of its explanation
 	}{
 		{"the repository pool is the most specific", JobQuery{Owner: "acme", Repo: "api", Labels: []string{"self-hosted", "Linux"}}, "ci/repo",
-			map[string]string{"ci/org": "repository scope is more specific", "ci/other": "organization globex", "ci/ent": "--enterprise"}},
+			map[string]string{"ci/org": "the repository scope is more specific", "ci/other": "organization globex", "ci/ent": "--enterprise"}},
 		{"fewest labels among organization pools", JobQuery{Owner: "acme", Repo: "web", Labels: []string{"linux"}}, "ci/org",
 			map[string]string{"ci/gpu": "fewer labels", "ci/repo": "repository acme/api"}},
 		{"a label only one pool has", JobQuery{Owner: "acme", Repo: "web", Labels: []string{"linux", "gpu"}}, "ci/gpu",

@@ -126,7 +126,7 @@ func whyNot(p demand.Pool, j demand.Job) string {
 func preference(winner, p demand.Pool) string {
 	switch {
 	case winner.Kind != p.Kind:
-		return fmt.Sprintf("a %s scope is more specific than a %s scope", kindName(winner.Kind), kindName(p.Kind))
+		return fmt.Sprintf("the %s scope is more specific than the %s scope", kindName(winner.Kind), kindName(p.Kind))
 	case len(winner.Labels) != len(p.Labels):
 		return fmt.Sprintf("it has fewer labels (%d against %d): the closest fit", len(winner.Labels), len(p.Labels))
 	}
