@@ -50,7 +50,7 @@ other pool does not. Uses your kubeconfig; exits 1 when it finds a problem.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := ctrl.GetConfig()
 			if err != nil {
-				return fmt.Errorf("finding the cluster (KUBECONFIG or --kubeconfig): %w", err)
+				return fmt.Errorf("finding the cluster (KUBECONFIG, or ~/.kube/config): %w", err)
 			}
 			kube, err := client.New(cfg, client.Options{Scheme: manager.Scheme()})
 			if err != nil {
