@@ -33,6 +33,8 @@ type controllerFlags struct {
 	concurrency, runnerConcurrency      int
 	githubTimeout, resyncInterval       time.Duration
 	failedRunnerRetention               time.Duration
+	githubCABundle                      string
+	githubAllowHTTP                     bool
 	logFormat, logLevel                 string
 }
 
@@ -63,6 +65,8 @@ name in capitals, dashes as underscores, prefixed with GANTRY_ (GANTRY_LEADER_EL
 	fl.IntVar(&f.concurrency, "concurrency", 16, "pools reconciled at once")
 	fl.IntVar(&f.runnerConcurrency, "runner-concurrency", 64, "runners reconciled at once")
 	fl.DurationVar(&f.githubTimeout, "github-timeout", 30*time.Second, "timeout of each GitHub API request")
+	fl.StringVar(&f.githubCABundle, "github-ca-bundle", "", "PEM file of CA certificates trusted, besides the system's, for GitHub Enterprise Server hosts (a private CA)")
+	fl.BoolVar(&f.githubAllowHTTP, "github-allow-http", false, "accept http:// GitHub URLs (the GitHub simulator, test servers); without it such pools are not Ready")
 	fl.DurationVar(&f.resyncInterval, "resync-interval", time.Minute, "how often queued jobs are listed from GitHub to recover lost webhooks: the bound on how long a lost delivery can delay a job")
 	fl.DurationVar(&f.failedRunnerRetention, "failed-runner-retention", 10*time.Minute, "how long a Failed Runner stays visible (with its reason) before it is removed and unregistered")
 	fl.StringVar(&f.logFormat, "log-format", "json", "json or text")
@@ -154,6 +158,12 @@ func runController(f *controllerFlags) error {
 	if err != nil {
 		return fmt.Errorf("--webhook-secret: %w", err)
 	}
+	var caBundle []byte
+	if f.githubCABundle != "" {
+		if caBundle, err = os.ReadFile(f.githubCABundle); err != nil {
+			return fmt.Errorf("--github-ca-bundle: %w", err)
+		}
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("finding the cluster (KUBECONFIG or in-cluster config): %w", err)
@@ -170,6 +180,8 @@ func runController(f *controllerFlags) error {
 		Concurrency:             f.concurrency,
 		RunnerConcurrency:       f.runnerConcurrency,
 		GitHubTimeout:           f.githubTimeout,
+		GitHubCABundle:          caBundle,
+		GitHubAllowHTTP:         f.githubAllowHTTP,
 		ResyncInterval:          f.resyncInterval,
 		FailedRunnerRetention:   f.failedRunnerRetention,
 	})

@@ -32,7 +32,13 @@ const (
 	ReasonInvalidURL         = "InvalidURL"
 	ReasonSecretNotFound     = "CredentialsSecretNotFound"
 	ReasonInvalidCredentials = "InvalidCredentials"
+	// ReasonInsecureURL: github.url starts with http:// and the controller was not
+	// started with --github-allow-http.
+	ReasonInsecureURL = "InsecureGitHubURL"
 )
+
+// AllowHTTPFlag is the controller flag that lets pools use http:// GitHub URLs.
+const AllowHTTPFlag = "--github-allow-http"
 
 // GitHubResolver finds the GitHub client and scope of a pool. Credentials Secrets are
 // the user's and carry no Gantry label, so they are read directly from the API server,
@@ -42,6 +48,9 @@ type GitHubResolver struct {
 	Provider  *github.Provider
 	Clock     clock.PassiveClock
 	SecretTTL time.Duration
+	// AllowHTTP accepts http:// GitHub URLs (the simulator, a test server). Without it
+	// such a pool gets a ConfigError: credentials must not cross the network in clear.
+	AllowHTTP bool
 
 	mu      sync.Mutex
 	secrets map[types.NamespacedName]cachedSecret
@@ -67,6 +76,12 @@ func (r *GitHubResolver) resolve(ctx context.Context, pool *v1alpha1.RunnerPool)
 	scope, err := github.ParseURL(pool.Spec.GitHub.URL)
 	if err != nil {
 		return nil, github.Scope{}, "", &ConfigError{Reason: ReasonInvalidURL, Message: err.Error()}
+	}
+	if scope.Scheme == "http" && !r.AllowHTTP {
+		return nil, scope, "", &ConfigError{Reason: ReasonInsecureURL, Message: fmt.Sprintf(
+			"github.url %s uses http://: credentials would cross the network unencrypted, so the controller refuses it "+
+				"unless started with %s (meant for the GitHub simulator and test servers); use https:// "+
+				"and, for a private CA, the controller's --github-ca-bundle", pool.Spec.GitHub.URL, AllowHTTPFlag)}
 	}
 	key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Spec.GitHub.CredentialsSecretRef.Name}
 	data, err := r.secretData(ctx, key)

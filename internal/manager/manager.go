@@ -71,6 +71,12 @@ type Options struct {
 	RunnerConcurrency int
 	// GitHubTimeout bounds each GitHub request. Default 30s.
 	GitHubTimeout time.Duration
+	// GitHubCABundle is PEM certificates trusted, besides the system's, for GitHub
+	// (Enterprise Server) hosts: a private CA. Empty trusts the system's only.
+	GitHubCABundle []byte
+	// GitHubAllowHTTP accepts http:// GitHub URLs (the simulator, test servers); without
+	// it such pools are not Ready (InsecureGitHubURL).
+	GitHubAllowHTTP bool
 	// ResyncInterval bounds how long a lost webhook can delay a job: queued jobs are
 	// listed from GitHub this often. Default 1m.
 	ResyncInterval time.Duration
@@ -172,11 +178,18 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 	clk := opts.Clock
 	tracker := demand.NewTracker(demand.NewRouter(), clk)
 	tracker.SetLogger(ctrl.Log.WithName("demand"))
+	ghOpts := github.Options{Timeout: opts.GitHubTimeout, Clock: clk}
+	if len(opts.GitHubCABundle) > 0 {
+		if ghOpts.Transport, err = github.TransportWithCABundle(opts.GitHubCABundle); err != nil {
+			return nil, fmt.Errorf("GitHub CA bundle: %w", err)
+		}
+	}
 	resolver := &controller.GitHubResolver{
 		Reader:    mgr.GetAPIReader(),
-		Provider:  github.NewProvider(github.ProviderOptions{Options: github.Options{Timeout: opts.GitHubTimeout, Clock: clk}}),
+		Provider:  github.NewProvider(github.ProviderOptions{Options: ghOpts}),
 		Clock:     clk,
 		SecretTTL: 30 * time.Second,
+		AllowHTTP: opts.GitHubAllowHTTP,
 	}
 	failures := &controller.FailureBackoff{Clock: clk, Threshold: 3, Base: 30 * time.Second, Max: 10 * time.Minute}
 

@@ -85,6 +85,7 @@ func (p *controllerProc) args() []string {
 		"--log-level", "debug",
 		fmt.Sprintf("--leader-elect=%t", o.leaderElect),
 		"--leader-election-namespace", o.namespace,
+		"--github-allow-http",
 	}
 	if o.resyncInterval > 0 {
 		args = append(args, "--resync-interval", o.resyncInterval.String())

@@ -30,7 +30,7 @@ func (s *Sim) CreateEnterprise(spec EnterpriseSpec) (Enterprise, error) {
 	e := &enterprise{id: s.st.newID(), slug: spec.Slug, name: spec.Name, created: s.now(),
 		groups: map[int64]*runnerGroup{}, runners: map[int64]*runner{}}
 	g := &runnerGroup{id: s.st.newID(), name: "Default", scope: scopeKey{scopeEnterprise, e.id}, visibility: "all",
-		isDefault: true, allowsPublic: true, orgs: map[int64]bool{}, runners: map[int64]*runner{}}
+		isDefault: true, allowsPublic: false, orgs: map[int64]bool{}, runners: map[int64]*runner{}}
 	e.groups[g.id] = g
 	s.st.enterprises[k] = e
 	return Enterprise{ID: e.id, Slug: e.slug, Name: e.name, DefaultGroupID: g.id}, nil
@@ -70,7 +70,7 @@ func (s *Sim) CreateOrg(spec OrgSpec) (Org, error) {
 		e.orgs = append(e.orgs, o)
 	}
 	o.groups[1] = &runnerGroup{id: 1, name: "Default", scope: scopeKey{scopeOrg, o.id}, visibility: "all",
-		isDefault: true, allowsPublic: true, repos: map[int64]bool{}, runners: map[int64]*runner{}}
+		isDefault: true, allowsPublic: false, repos: map[int64]bool{}, runners: map[int64]*runner{}}
 	s.st.orgs[k] = o
 	s.st.orgsByID[o.id] = o
 	return Org{ID: o.id, Login: o.login, Enterprise: spec.Enterprise}, nil

@@ -53,6 +53,7 @@ func newController(opts Options, sc Scenario, kubeconfig, webhookAddr string, me
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
 		"--namespaces=" + namespace,
 		"--resync-interval=" + resync.String(),
+		"--github-allow-http",
 	}
 	if sc.FailedRunnerRetention > 0 {
 		args = append(args, "--failed-runner-retention="+sc.FailedRunnerRetention.String())

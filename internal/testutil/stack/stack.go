@@ -30,6 +30,10 @@ type Options struct {
 	WebhookSecret string
 	// RateLimits are the simulator's.
 	RateLimits simgithub.RateLimits
+	// TLS, if set, serves the simulator over HTTPS with this CA's server certificate
+	// (SimURL is then https://) and has the manager trust the CA through its CA bundle,
+	// with http:// GitHub URLs refused.
+	TLS *CA
 }
 
 // Stack is one test's simulator and manager.
@@ -46,13 +50,21 @@ func Start(t *testing.T, env *testenv.Env, ns string, o Options) *Stack {
 	s := &Stack{}
 	srv := httptest.NewUnstartedServer(nil)
 	s.SimURL = "http://" + srv.Listener.Addr().String()
+	if o.TLS != nil {
+		s.SimURL = "https://" + srv.Listener.Addr().String()
+		srv.TLS = o.TLS.ServerConfig(t)
+	}
 	s.Sim = simgithub.New(simgithub.Options{
 		URL:        s.SimURL,
 		PATs:       []simgithub.PAT{{Token: o.Token, Login: "ci-bot", Scopes: []string{"repo", "admin:org", "manage_runners:org", "admin:org_hook"}}},
 		RateLimits: o.RateLimits,
 	})
 	srv.Config.Handler = s.Sim
-	srv.Start()
+	if o.TLS != nil {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(func() { srv.Close(); s.Sim.Close() })
 	if _, err := s.Sim.CreateOrg(simgithub.OrgSpec{Login: "acme"}); err != nil {
 		t.Fatal(err)
@@ -74,7 +86,11 @@ func Start(t *testing.T, env *testenv.Env, ns string, o Options) *Stack {
 		}
 	}
 
-	g, err := manager.New(env.Config, ManagerOptions(ns))
+	mopts := ManagerOptions(ns)
+	if o.TLS != nil {
+		mopts.GitHubCABundle, mopts.GitHubAllowHTTP = o.TLS.PEM, false
+	}
+	g, err := manager.New(env.Config, mopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,5 +159,6 @@ func ManagerOptions(ns string) manager.Options {
 		FailedRunnerRetention: time.Hour,
 		ResyncInterval:        time.Second,
 		SeveralPerProcess:     true,
+		GitHubAllowHTTP:       true,
 	}
 }

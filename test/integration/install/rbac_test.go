@@ -276,7 +276,7 @@ func TestControllerRunsWithTheChartsRights(t *testing.T) {
 				MetricsAddr: "0", ProbeAddr: "0", WebhookAddr: "127.0.0.1:0",
 				WebhookSecret:  types.NamespacedName{Namespace: home, Name: fullname + "-webhook"},
 				LeaderElection: true, LeaderElectionNamespace: home,
-				Namespaces: watched, ResyncInterval: time.Hour, SeveralPerProcess: true,
+				Namespaces: watched, ResyncInterval: time.Hour, SeveralPerProcess: true, GitHubAllowHTTP: true,
 			})
 			if err != nil {
 				t.Fatal(err)

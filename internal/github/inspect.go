@@ -1,0 +1,109 @@
+package github
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	gh "github.com/google/go-github/v88/github"
+)
+
+// Inspector answers the read-only questions `gantry doctor` asks and the controllers
+// never do: a scope's runner groups with their access settings, and whether a
+// repository is public. The Clients NewClient builds implement it.
+type Inspector interface {
+	// RunnerGroups lists the runner groups of an organization or enterprise scope,
+	// every page. visibleTo, if not empty, keeps only the groups GitHub lets that
+	// repository (organization scope) or organization (enterprise scope) use
+	// (visible_to_repository, visible_to_organization). A repository scope has only the
+	// default group and makes no call. Read-only.
+	RunnerGroups(ctx context.Context, scope Scope, visibleTo string) ([]RunnerGroup, error)
+
+	// RepositoryIsPublic reports whether repository repo of an organization scope is
+	// public, reading the organization's repository list (GET /orgs/{org}/repos, a call
+	// per 100 repositories) until it is found. A repository it cannot see is NotFound.
+	// Read-only.
+	RepositoryIsPublic(ctx context.Context, org Scope, repo string) (bool, error)
+}
+
+// RunnerGroup is a runner group and who may use it.
+type RunnerGroup struct {
+	ID   int64
+	Name string
+	// Visibility is all, selected or private (organization groups), or all or selected
+	// (enterprise groups).
+	Visibility string
+	Default    bool
+	// Inherited is true for an enterprise group seen from an organization.
+	Inherited bool
+	// AllowsPublicRepositories: without it, jobs of public repositories never get a
+	// runner of the group. GitHub's Default groups do not allow them unless changed.
+	AllowsPublicRepositories bool
+}
+
+func (c *client) RunnerGroups(ctx context.Context, scope Scope, visibleTo string) ([]RunnerGroup, error) {
+	what := fmt.Sprintf("listing runner groups in %s", scope)
+	if scope.Kind == ScopeRepository {
+		return []RunnerGroup{{ID: defaultRunnerGroupID, Name: "Default", Visibility: "all", Default: true, AllowsPublicRepositories: true}}, nil
+	}
+	h, err := c.host(scope)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	var out []RunnerGroup
+	add := func(g *gh.RunnerGroup) {
+		out = append(out, RunnerGroup{ID: g.GetID(), Name: g.GetName(), Visibility: g.GetVisibility(), Default: g.GetDefault(),
+			Inherited: g.GetInherited(), AllowsPublicRepositories: g.GetAllowsPublicRepositories()})
+	}
+	switch scope.Kind {
+	case ScopeOrganization:
+		opts := &gh.ListOrgRunnerGroupOptions{ListOptions: gh.ListOptions{PerPage: perPage}, VisibleToRepository: visibleTo}
+		for g, err := range h.api.Actions.ListOrganizationRunnerGroupsIter(ctx, scope.Owner, opts) {
+			if err != nil {
+				return nil, c.classify(err, what, nil)
+			}
+			add(g)
+		}
+	case ScopeEnterprise:
+		opts := &gh.ListEnterpriseRunnerGroupOptions{ListOptions: gh.ListOptions{PerPage: perPage}, VisibleToOrganization: visibleTo}
+		for g, err := range h.api.Enterprise.ListRunnerGroupsIter(ctx, scope.Enterprise, opts) {
+			if err != nil {
+				return nil, c.classify(err, what, nil)
+			}
+			add(&gh.RunnerGroup{ID: g.ID, Name: g.Name, Visibility: g.Visibility, Default: g.Default,
+				Inherited: g.Inherited, AllowsPublicRepositories: g.AllowsPublicRepositories})
+		}
+	}
+	return out, nil
+}
+
+// maxRepoPages bounds RepositoryIsPublic's reading of an organization's repositories.
+const maxRepoPages = 100
+
+func (c *client) RepositoryIsPublic(ctx context.Context, org Scope, repo string) (bool, error) {
+	what := fmt.Sprintf("finding repository %s/%s", org.Owner, repo)
+	if org.Kind != ScopeOrganization && org.Kind != ScopeRepository {
+		return false, fmt.Errorf("%s: %s is not an organization scope", what, org)
+	}
+	h, err := c.host(org)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", what, err)
+	}
+	opts := &gh.RepositoryListByOrgOptions{ListOptions: gh.ListOptions{PerPage: perPage}}
+	for page := 0; page < maxRepoPages; page++ {
+		repos, resp, err := h.api.Repositories.ListByOrg(ctx, org.Owner, opts)
+		if err != nil {
+			return false, c.classify(err, what, nil)
+		}
+		for _, r := range repos {
+			if strings.EqualFold(r.GetName(), repo) {
+				return !r.GetPrivate() && r.GetVisibility() != "internal", nil
+			}
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	return false, NewNotFoundError(what+": not in the organization's repositories the credentials can see", nil)
+}
