@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller/runnerpool"
 	"github.com/gantry-dev/gantry/internal/demand"
 	"github.com/gantry-dev/gantry/internal/github"
 )
@@ -47,7 +48,7 @@ func routeJob(pools []v1alpha1.RunnerPool, q JobQuery) RouteReport {
 	routed := map[types.NamespacedName]demand.Pool{}
 	var unparsable []PoolDecision
 	for i := range pools {
-		p, err := routerPool(&pools[i])
+		p, err := runnerpool.RouterPool(&pools[i])
 		if err != nil {
 			unparsable = append(unparsable, PoolDecision{Pool: key(&pools[i]).String(), Why: "its github.url is invalid: " + err.Error()})
 			continue
@@ -153,24 +154,6 @@ func quoteAll(ls []string) string {
 
 func key(p *v1alpha1.RunnerPool) types.NamespacedName {
 	return types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
-}
-
-// routerPool is what the controller tells its Router of a pool (runnerpool's route).
-func routerPool(pool *v1alpha1.RunnerPool) (demand.Pool, error) {
-	sc, err := github.ParseURL(pool.Spec.GitHub.URL)
-	if err != nil {
-		return demand.Pool{}, err
-	}
-	p := demand.Pool{Key: key(pool), Host: sc.Host, Owner: sc.Owner, Repo: sc.Repo, Enterprise: sc.Enterprise, Labels: pool.Spec.Labels}
-	switch sc.Kind {
-	case github.ScopeRepository:
-		p.Kind = demand.ScopeRepository
-	case github.ScopeOrganization:
-		p.Kind = demand.ScopeOrganization
-	case github.ScopeEnterprise:
-		p.Kind = demand.ScopeEnterprise
-	}
-	return p, nil
 }
 
 // commonHost is the host every pool shares, else github.com.

@@ -164,21 +164,9 @@ func (r *Reconciler) listRunners(ctx context.Context, pool *v1alpha1.RunnerPool)
 // route tells the Router where this pool takes jobs from, and reroutes queued jobs when
 // that changed.
 func (r *Reconciler) route(pool *v1alpha1.RunnerPool) {
-	sc, err := github.ParseURL(pool.Spec.GitHub.URL)
+	p, err := RouterPool(pool)
 	if err != nil {
 		return
-	}
-	p := demand.Pool{
-		Key: types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}, Host: sc.Host,
-		Owner: sc.Owner, Repo: sc.Repo, Enterprise: sc.Enterprise, Labels: pool.Spec.RunnerLabels(),
-	}
-	switch sc.Kind {
-	case github.ScopeRepository:
-		p.Kind = demand.ScopeRepository
-	case github.ScopeOrganization:
-		p.Kind = demand.ScopeOrganization
-	case github.ScopeEnterprise:
-		p.Kind = demand.ScopeEnterprise
 	}
 	r.routedMu.Lock()
 	if r.routed == nil {
@@ -250,4 +238,26 @@ func (r *Reconciler) drain(ctx context.Context, pool *v1alpha1.RunnerPool, runne
 	patch := client.MergeFromWithOptions(pool.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(pool, Finalizer)
 	return reconcile.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, pool, patch))
+}
+
+// RouterPool is what the Router is told of a pool: its scope and the labels its runners
+// register (RunnerLabels). `gantry doctor` routes a job with the same answer.
+func RouterPool(pool *v1alpha1.RunnerPool) (demand.Pool, error) {
+	sc, err := github.ParseURL(pool.Spec.GitHub.URL)
+	if err != nil {
+		return demand.Pool{}, err
+	}
+	p := demand.Pool{
+		Key: types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}, Host: sc.Host,
+		Owner: sc.Owner, Repo: sc.Repo, Enterprise: sc.Enterprise, Labels: pool.Spec.RunnerLabels(),
+	}
+	switch sc.Kind {
+	case github.ScopeRepository:
+		p.Kind = demand.ScopeRepository
+	case github.ScopeOrganization:
+		p.Kind = demand.ScopeOrganization
+	case github.ScopeEnterprise:
+		p.Kind = demand.ScopeEnterprise
+	}
+	return p, nil
 }
