@@ -275,6 +275,10 @@ func setupNamespaces(ctx context.Context, c client.Client, simURL string, sc Sce
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err
 		}
+		// Pods are admitted once the namespace's default ServiceAccount exists.
+		if err := cluster.WaitForDefaultServiceAccount(ctx, c, ns); err != nil {
+			return err
+		}
 	}
 	pool := &v1alpha1.RunnerPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: poolName},
