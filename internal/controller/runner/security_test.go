@@ -74,8 +74,10 @@ func TestBuildPodTokenServiceLinksAndWindows(t *testing.T) {
 				SecurityContext: restrictedPod, ContainerSecurityContexts: []*corev1.SecurityContext{restricted}},
 		},
 		{
-			name:   "template says false explicitly: false",
-			mutate: func(s *corev1.PodSpec) { s.AutomountServiceAccountToken, s.EnableServiceLinks = ptr.To(false), ptr.To(false) },
+			name: "template says false explicitly: false",
+			mutate: func(s *corev1.PodSpec) {
+				s.AutomountServiceAccountToken, s.EnableServiceLinks = ptr.To(false), ptr.To(false)
+			},
 			want: podAccess{AutomountServiceAccountToken: ptr.To(false), EnableServiceLinks: ptr.To(false),
 				SecurityContext: restrictedPod, ContainerSecurityContexts: []*corev1.SecurityContext{restricted}},
 		},
