@@ -164,6 +164,10 @@ type RunnerPoolSpec struct {
 
 	// template is the pod each runner runs in. Its container named "runner" runs the
 	// GitHub Actions runner agent; Gantry passes it the JIT configuration from a Secret.
+	// Unless the template sets them, the pod gets automountServiceAccountToken: false
+	// and enableServiceLinks: false (set them to true for IRSA, Workload Identity or
+	// Service variables), and, when no securityContext is set anywhere in a Linux
+	// template, the restricted Pod Security profile (docs/security.md).
 	// +required
 	// +kubebuilder:validation:XValidation:rule="self.spec.containers.exists(c, c.name == 'runner')",message="template.spec.containers must include a container named \"runner\": it runs the GitHub Actions runner agent"
 	Template corev1.PodTemplateSpec `json:"template"`
