@@ -233,6 +233,10 @@ type RunnerPoolSpec struct {
 	// the template may not set them: the API server refuses another restartPolicy, and a
 	// pool whose runner container sets one of those variables is not Ready (reason
 	// InvalidSpec) and creates no runner.
+	// Unless the template sets them, the pod gets automountServiceAccountToken: false
+	// and enableServiceLinks: false (set them to true for IRSA, Workload Identity or
+	// Service variables), and, when no securityContext is set anywhere in a Linux
+	// template, the restricted Pod Security profile (docs/security.md).
 	// +required
 	// +kubebuilder:validation:XValidation:rule="!has(self.spec.restartPolicy) || self.spec.restartPolicy == 'Never'",message="template.spec.restartPolicy must be left out or be Never: a runner runs one job and its pod is never restarted; remove restartPolicy"
 	// +kubebuilder:validation:XValidation:rule="self.spec.containers.exists(c, c.name == 'runner')",message="template.spec.containers must include a container named \"runner\": it runs the GitHub Actions runner agent"

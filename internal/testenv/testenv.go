@@ -27,6 +27,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -94,6 +95,7 @@ func Start() (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}
+	AdmitLikeARealCluster(te)
 	cfg, err := te.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
@@ -135,7 +137,31 @@ func (e *Env) Namespace(t testing.TB) string {
 		// deleting the namespace keeps the tests from seeing each other's names.
 		_ = e.Client.Delete(ctx, ns)
 	})
+	if err := CreateDefaultServiceAccount(ctx, e.Client, name); err != nil {
+		t.Fatal(err)
+	}
 	return name
+}
+
+// AdmitLikeARealCluster configures te's kube-apiserver with the admission plugins of a
+// real cluster: envtest turns the ServiceAccount plugin off, so that pods need no
+// ServiceAccount; here it is on, and pods are admitted — given their ServiceAccount
+// and its token volume — exactly as a real cluster admits them. A namespace then needs
+// its `default` ServiceAccount before a pod can be created in it: Namespace creates it
+// (CreateDefaultServiceAccount), as kube-controller-manager would.
+func AdmitLikeARealCluster(te *envtest.Environment) {
+	te.ControlPlane.GetAPIServer().Configure().Disable("disable-admission-plugins")
+}
+
+// CreateDefaultServiceAccount creates the `default` ServiceAccount of namespace ns, as
+// kube-controller-manager's ServiceAccount controller does in a real cluster (envtest
+// runs no controller-manager). An existing one is left as it is.
+func CreateDefaultServiceAccount(ctx context.Context, c client.Client, ns string) error {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}
+	if err := c.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the default ServiceAccount of namespace %s: %w", ns, err)
+	}
+	return nil
 }
 
 // AssetsDir returns the directory holding etcd and kube-apiserver: KUBEBUILDER_ASSETS

@@ -1,10 +1,16 @@
 package testenv
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestAssetsDirNamesTheBuildCommandWhenBinariesAreMissing(t *testing.T) {
@@ -45,5 +51,54 @@ func TestRepoRootFindsTheModule(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "config", "crd", "bases")); err != nil {
 		t.Errorf("repository root %s has no config/crd/bases: %v", root, err)
+	}
+}
+
+// The control plane admits pods as a real cluster does: the ServiceAccount admission
+// plugin gives a pod its namespace's default ServiceAccount and mounts its token, and
+// refuses a pod whose ServiceAccount does not exist.
+func TestPodsAreAdmittedWithTheirServiceAccount(t *testing.T) {
+	e, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pod := func(ns string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	}
+
+	ns := e.Namespace(t)
+	p := pod(ns)
+	if err := e.Client.Create(ctx, p); err != nil {
+		t.Fatalf("creating a pod in a namespace made by Namespace: %v", err)
+	}
+	var token []string
+	for _, v := range p.Spec.Volumes {
+		if v.Projected != nil {
+			for _, s := range v.Projected.Sources {
+				if s.ServiceAccountToken != nil {
+					token = append(token, v.Name)
+				}
+			}
+		}
+	}
+	if p.Spec.ServiceAccountName != "default" || len(token) != 1 {
+		t.Errorf("admitted pod has ServiceAccount %q and token volumes %q; want default and one token volume", p.Spec.ServiceAccountName, token)
+	}
+
+	bare := "no-default-sa"
+	if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bare}}); err != nil {
+		t.Fatal(err)
+	}
+	err = e.Client.Create(ctx, pod(bare))
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "serviceaccount") {
+		t.Errorf("creating a pod in a namespace with no default ServiceAccount: got %v, want it refused by ServiceAccount admission", err)
 	}
 }

@@ -135,6 +135,17 @@ func (w *world) finish(jobTimeout time.Duration) {
 	if res.LogLines == 0 {
 		t.Errorf("the scan read no controller log line")
 	}
+	// Every runner pod, as the API server admitted it (ServiceAccount admission on):
+	// no ServiceAccount token, no credential but the runner's own JIT configuration.
+	inspected, creds := w.kubelet.podCredentials()
+	f.measure("runner_pods_inspected_for_credentials", float64(inspected))
+	f.measure("runner_pod_credentials_found", float64(len(creds)))
+	for _, c := range creds {
+		t.Errorf("runner pod carries a credential: %s", c)
+	}
+	if inspected == 0 && created > 0 {
+		t.Errorf("%d runners were created and no runner pod was inspected for credentials", created)
+	}
 	f.measure("secrets_tracked", float64(w.secrets.count()))
 
 	// RBAC.

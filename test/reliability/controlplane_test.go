@@ -95,6 +95,9 @@ func startControlPlane() (*controlPlane, error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                manager.Scheme(),
 	}
+	// ServiceAccount admission on, as in a real cluster: runner pods are admitted with
+	// whatever ServiceAccount token a real cluster would give them.
+	testenv.AdmitLikeARealCluster(p.te)
 	args := p.te.ControlPlane.GetAPIServer().Configure()
 	args.Set("audit-policy-file", policy)
 	args.Set("audit-log-path", p.auditLog)

@@ -47,6 +47,10 @@ type kubelet struct {
 	// restricted and unrestricted count the runner pods that do and do not carry the
 	// restricted security defaults (the scenarios' templates set no securityContext).
 	restricted, unrestricted int
+	// inspected counts the runner pods whose credentials were checked as admitted;
+	// credentials lists what any of them carried beyond its own JIT configuration.
+	inspected   int
+	credentials []string
 }
 
 type podRun struct {
@@ -144,6 +148,10 @@ func (k *kubelet) sync(ctx context.Context, obj any) {
 			k.restricted++
 		} else {
 			k.unrestricted++
+		}
+		k.inspected++
+		for _, c := range podCredentials(p) {
+			k.credentials = append(k.credentials, "pod "+p.Name+": "+c)
 		}
 		pctx, cancel := context.WithCancel(ctx)
 		pr = &podRun{name: p.Name, node: node, cancel: cancel}
@@ -377,6 +385,14 @@ func (k *kubelet) podSecurity() (restricted, unrestricted int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.restricted, k.unrestricted
+}
+
+// podCredentials returns how many runner pods were inspected, and every credential
+// one of them carried beyond its own JIT configuration.
+func (k *kubelet) podCredentials() (inspected int, found []string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.inspected, append([]string(nil), k.credentials...)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -186,6 +186,9 @@ func (w *world) namespace() string {
 	}
 	name := fmt.Sprintf("%s-%d", strings.Trim(base, "-"), nsCounter.Add(1))
 	w.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	// As kube-controller-manager would: ServiceAccount admission refuses pods until
+	// the namespace has its default ServiceAccount.
+	w.create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: "default"}})
 	return name
 }
 

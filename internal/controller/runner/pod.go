@@ -141,14 +141,37 @@ func buildPod(runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) *corev1.Pod {
 // verify runAsNonRoot for a numeric user, and the image names its user.
 const RunnerUID = 1001
 
-// applySecurityDefaults gives a pod whose template says nothing about security the
-// restricted Pod Security profile: not root (uid RunnerUID), no privilege escalation,
-// no capabilities, the runtime's default seccomp profile. A template that sets any
-// securityContext — the pod's, or any container's or init container's, as a
-// docker-in-docker sidecar must (privileged: true) — has taken charge of its security
-// and is left exactly as written: defaults mixed into it would break it (a pod-wide
-// runAsNonRoot stops a root sidecar from starting).
+// applySecurityDefaults is the least privilege a runner pod gets by default, field by
+// field; docs/security.md says why and which template field turns each back on.
+//
+//   - automountServiceAccountToken: false, unless the template sets it. Job code runs
+//     in the pod: a mounted token would let it call the Kubernetes API as the pod's
+//     ServiceAccount. A template that needs the token (IRSA, Workload Identity) sets
+//     automountServiceAccountToken: true.
+//   - enableServiceLinks: false, unless the template sets it: no variables naming every
+//     Service of the namespace in the job's environment.
+//   - A template that says nothing about security gets the restricted Pod Security
+//     profile: not root (uid RunnerUID), no privilege escalation, no capabilities, the
+//     runtime's default seccomp profile. A template that sets any securityContext — the
+//     pod's, or any container's or init container's, as a docker-in-docker sidecar must
+//     (privileged: true) — has taken charge of its security and is left exactly as
+//     written: defaults mixed into it would break it (a pod-wide runAsNonRoot stops a
+//     root sidecar from starting). A Windows pod (spec.os.name: windows) gets none of
+//     these Linux settings: the API server refuses seccomp, capabilities, uids and
+//     allowPrivilegeEscalation on Windows pods.
+//
+// User namespaces (hostUsers: false) stay the template's choice: they need a recent
+// cluster with the feature on.
 func applySecurityDefaults(spec *corev1.PodSpec) {
+	if spec.AutomountServiceAccountToken == nil {
+		spec.AutomountServiceAccountToken = ptr.To(false)
+	}
+	if spec.EnableServiceLinks == nil {
+		spec.EnableServiceLinks = ptr.To(false)
+	}
+	if spec.OS != nil && spec.OS.Name == corev1.Windows {
+		return
+	}
 	if spec.SecurityContext != nil {
 		return
 	}

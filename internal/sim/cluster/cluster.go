@@ -22,6 +22,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -125,6 +126,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		CRDs:                  crds,
 		Scheme:                manager.Scheme(),
 	}
+	// Admit pods as a real cluster does: envtest turns the ServiceAccount admission
+	// plugin off; here a pod gets its ServiceAccount and, unless it opts out, the
+	// ServiceAccount's token, and kube-controller-manager creates each namespace's
+	// default ServiceAccount.
+	c.env.ControlPlane.GetAPIServer().Configure().Disable("disable-admission-plugins")
 	if opts.AuditUser != "" {
 		if err := c.configureAudit(opts.AuditUser); err != nil {
 			return nil, err
@@ -167,6 +173,14 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 
+	// The key the API server signs ServiceAccount tokens with (envtest writes it next
+	// to its serving certificate): kube-controller-manager's token controller signs
+	// with it too.
+	saKey := filepath.Join(c.env.ControlPlane.APIServer.CertDir, "sa-signer.key")
+	if _, err := os.Stat(saKey); err != nil {
+		return nil, fmt.Errorf("finding the API server's ServiceAccount signing key: %w", err)
+	}
+
 	fmt.Fprintln(opts.Log, "Starting kube-controller-manager, kube-scheduler and kwok")
 	for _, p := range []struct {
 		name string
@@ -174,8 +188,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}{
 		{"kube-controller-manager", []string{
 			"--kubeconfig=" + c.Kubeconfig, "--secure-port=0", "--leader-elect=false",
-			// Service-account tokens need a signing key no simulated pod uses.
-			"--controllers=*,-serviceaccount-token,-serviceaccount",
+			// Every controller, the ServiceAccount and token controllers included:
+			// pods are admitted with their ServiceAccount as in a real cluster.
+			"--controllers=*", "--service-account-private-key-file=" + saKey,
 			fmt.Sprintf("--node-monitor-grace-period=%ds", graceSeconds(opts.NodeMonitorGracePeriod)),
 		}},
 		{"kube-scheduler", []string{"--kubeconfig=" + c.Kubeconfig, "--secure-port=0", "--leader-elect=false"}},
@@ -192,6 +207,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	if err := c.createNodes(ctx); err != nil {
 		return nil, err
+	}
+	if err := WaitForDefaultServiceAccount(ctx, c.Client, "default"); err != nil {
+		return nil, fmt.Errorf("%w: see kube-controller-manager.log in %s", err, opts.WorkDir)
 	}
 	ok = true
 	return c, nil
@@ -264,6 +282,31 @@ func (c *Cluster) createNodes(ctx context.Context) error {
 		}
 	}
 	return errors.New("the fake nodes did not become Ready within 60s: see kwok.log in " + c.opts.WorkDir)
+}
+
+// WaitForDefaultServiceAccount waits until kube-controller-manager has created the
+// `default` ServiceAccount of namespace ns: until then the API server refuses pods in it
+// (ServiceAccount admission), as a real cluster does for a moment after a namespace is
+// made.
+func WaitForDefaultServiceAccount(ctx context.Context, c client.Client, ns string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading the default ServiceAccount of namespace %s: %w", ns, err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("namespace %s has no default ServiceAccount after 60s: is kube-controller-manager's ServiceAccount controller running?", ns)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Stop kills the processes (whole groups) and stops the control plane.

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
@@ -66,6 +67,21 @@ func TestClusterRunsAndCompletesAPod(t *testing.T) {
 		t.Fatalf("pod never reached %s", want)
 		return nil
 	}
+	// Admitted as in a real cluster: the namespace's default ServiceAccount and its token.
+	if pod.Spec.ServiceAccountName != "default" || tokenVolumes(pod) != 1 {
+		t.Errorf("pod admitted with ServiceAccount %q and %d token volumes; want default and 1", pod.Spec.ServiceAccountName, tokenVolumes(pod))
+	}
+	optOut := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "no-token"},
+		Spec: corev1.PodSpec{AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest"}}},
+	}
+	if err := c.Client.Create(ctx, optOut); err != nil {
+		t.Fatal(err)
+	}
+	if n := tokenVolumes(optOut); n != 0 {
+		t.Errorf("a pod with automountServiceAccountToken: false was given %d token volumes", n)
+	}
 	running := waitPhase(corev1.PodRunning)
 	if running.Spec.NodeName == "" {
 		t.Error("a Running pod was never scheduled")
@@ -96,4 +112,19 @@ func TestClusterRunsAndCompletesAPod(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal("the deleted pod was never removed")
+}
+
+func tokenVolumes(p *corev1.Pod) int {
+	n := 0
+	for _, v := range p.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, s := range v.Projected.Sources {
+			if s.ServiceAccountToken != nil {
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -188,6 +188,10 @@ func setupNamespaces(ctx context.Context, c client.Client, pool *v1alpha1.Runner
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err
 		}
+		// Pods are admitted once the namespace's default ServiceAccount exists.
+		if err := cluster.WaitForDefaultServiceAccount(ctx, c, ns); err != nil {
+			return err
+		}
 	}
 	objs := []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: "gantry-webhook"},
