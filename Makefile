@@ -37,7 +37,7 @@ build: ## Build bin/gantry
 .PHONY: generate
 generate: ## Regenerate deepcopy code, CRDs, RBAC and docs/reference/api.md from the API types and markers
 	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
-	$(TOOLS) controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(TOOLS) controller-gen crd:generateEmbeddedObjectMeta=true paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(GO) run ./hack/crddesc -under spec.template config/crd/bases/*.yaml
 	$(TOOLS) controller-gen rbac:roleName=gantry-manager paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
 	rm -f charts/gantry/crds/*.yaml && cp config/crd/bases/*.yaml charts/gantry/crds/
