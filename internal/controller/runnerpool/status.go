@@ -52,13 +52,18 @@ func configReason(err error) (string, string) {
 }
 
 // readyCondition is True only on a real answer from GitHub for the pool's credentials
-// and scope (GitHubResolver.Check).
+// and scope (GitHubResolver.Check), and while the API server admits its runner pods.
 func readyCondition(s *state) metav1.Condition {
 	for _, err := range []error{s.configErr, s.unavailable} {
 		if err != nil {
 			reason, msg := configReason(err)
 			return metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg}
 		}
+	}
+	if s.refused > 0 {
+		// The credentials work, but no runner can start: the pool takes no job.
+		return metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonPodsRefused,
+			Message: fmt.Sprintf("the API server refuses runner pods (%d runners wait for theirs): %s", s.refused, s.refusal)}
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAsExpected,
 		Message: "GitHub accepts the pool's credentials for its scope and runner group; the pool takes jobs"}

@@ -22,6 +22,8 @@ type hostile struct {
 	mutate  func(pool map[string]any)
 	refused []string
 	reason  string
+	// podless: the pool creates its warm runners, but none of them gets a pod.
+	podless bool
 }
 
 func set(value any, path ...string) func(map[string]any) {
@@ -111,6 +113,27 @@ func hostiles() []hostile {
 		{name: "GANTRY_RUNNER_ variable in the template", mutate: env1("GANTRY_RUNNER_LABELS"), reason: v1alpha1.ReasonInvalidSpec},
 		{name: "API URL instead of the organization's", mutate: set("https://api.github.com/acme", "spec", "github", "url"),
 			reason: controller.ReasonInvalidURL},
+
+		// Accepted by the API server; GitHub's answer tells.
+		{name: "runner group that does not exist", mutate: func(p map[string]any) {
+			url, _, _ := unstructured.NestedString(p, "spec", "github", "url")
+			set(strings.TrimSuffix(url, "/api"), "spec", "github", "url")(p)
+			set("no-such-group", "spec", "github", "runnerGroup")(p)
+		}, reason: v1alpha1.ReasonRunnerGroupNotFound},
+		{name: "organization that does not exist", mutate: func(p map[string]any) {
+			url, _, _ := unstructured.NestedString(p, "spec", "github", "url")
+			set(strings.TrimSuffix(url, "/acme/api")+"/no-such-org", "spec", "github", "url")(p)
+		}, reason: v1alpha1.ReasonScopeNotFound},
+		{name: "a token GitHub refuses", mutate: set("refused", "spec", "github", "credentialsSecretRef", "name"),
+			reason: v1alpha1.ReasonCredentialsRefused},
+
+		// Accepted by the API server, and by GitHub; only the runner pods are refused.
+		{name: "a volume mount naming no volume", mutate: func(p map[string]any) {
+			set(int64(1), "spec", "minIdle")(p)
+			runnerContainer(func(c map[string]any) {
+				c["volumeMounts"] = []any{map[string]any{"name": "cache", "mountPath": "/cache"}}
+			})(p)
+		}, reason: v1alpha1.ReasonPodsRefused, podless: true},
 	}
 }
 
@@ -126,6 +149,7 @@ func TestHostilePoolsStayLocal(t *testing.T) {
 		"github_app_id": []byte("twelve"), "github_app_installation_id": []byte("42"), "github_app_private_key": []byte("not a key"),
 	}})
 	w.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "empty"}, Data: map[string][]byte{"token": []byte("wrong key")}})
+	w.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "refused"}, Data: map[string][]byte{"github_token": []byte("a-token-github-never-issued")}})
 	first := w.start()
 	w.create(w.healthyPool("healthy"))
 	w.runJob("healthy", "before the hostile pools")
@@ -157,7 +181,7 @@ func TestHostilePoolsStayLocal(t *testing.T) {
 		case err != nil:
 			t.Errorf("%s: refused, want it accepted and reported as %s: %v", h.name, h.reason, err)
 		default:
-			accepted = append(accepted, hostile{name: name, reason: h.reason})
+			accepted = append(accepted, hostile{name: name, reason: h.reason, podless: h.podless})
 		}
 	}
 	t.Logf("%d hostile pools: %d refused at admission, %d accepted and reported", len(table), len(table)-len(accepted), len(accepted))
@@ -168,8 +192,12 @@ func TestHostilePoolsStayLocal(t *testing.T) {
 		if strings.Contains(msg, testToken) {
 			t.Errorf("%s: the condition's message holds the token", h.name)
 		}
-		if n := len(w.runners(h.name)); n != 0 {
-			t.Errorf("%s: a misconfigured pool has %d runners", h.name, n)
+		for _, r := range w.runners(h.name) {
+			if !h.podless {
+				t.Errorf("%s: a misconfigured pool has runner %s", h.name, r.Name)
+			} else if r.Status.PodName != "" {
+				t.Errorf("%s: runner %s has pod %s, which the API server should refuse", h.name, r.Name, r.Status.PodName)
+			}
 		}
 	}
 	if !w.readyTrue("healthy") {
