@@ -150,7 +150,7 @@ func (k *kubelet) sync(ctx context.Context, obj any) {
 			k.unrestricted++
 		}
 		k.inspected++
-		for _, c := range podCredentials(p) {
+		for _, c := range addedCredentials(ctx, p) {
 			k.credentials = append(k.credentials, "pod "+p.Name+": "+c)
 		}
 		pctx, cancel := context.WithCancel(ctx)

@@ -1,13 +1,16 @@
 package reliability
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
@@ -64,6 +67,33 @@ func podCredentials(p *corev1.Pod) []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// addedCredentials is podCredentials less what the pod's pool template asks for itself:
+// a Secret the user's own template reads is the user's choice (a registry token, say);
+// what Gantry must never do is add one, or leave a ServiceAccount token or service
+// links the template did not ask for.
+func addedCredentials(ctx context.Context, p *corev1.Pod) []string {
+	found := podCredentials(p)
+	pool := &v1alpha1.RunnerPool{}
+	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := cp.c.Get(gctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Labels[v1alpha1.LabelPool]}, pool); err != nil {
+		return found // no template to compare with: every credential counts
+	}
+	own := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: p.Labels}, Spec: *pool.Spec.Template.Spec.DeepCopy()}
+	own.Spec.AutomountServiceAccountToken, own.Spec.EnableServiceLinks = ptr.To(false), ptr.To(false)
+	asked := map[string]bool{}
+	for _, c := range podCredentials(own) {
+		asked[c] = true
+	}
+	var out []string
+	for _, c := range found {
+		if !asked[c] {
+			out = append(out, c)
+		}
+	}
 	return out
 }
 

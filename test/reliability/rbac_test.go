@@ -144,6 +144,7 @@ func TestLeastPrivilege(t *testing.T) {
 // cannot reach on demand, each with why.
 var usedOutsideScenario = map[permission]string{
 	{"events.k8s.io", "events", "patch"}: "client-go's event broadcaster patches an event series when the same event recurs within six minutes",
+	{"", "events", "list"}:               "listed once, by the pod's name, when a runner pod fails PendingTimeout, to quote its last warning; TestStuckPods reaches it",
 }
 
 // checkFinalizersRuleIsNeeded proves the admission plugin is on and the rule matters:

@@ -80,26 +80,26 @@ func TestInvalidURL(t *testing.T) {
 	expect(t, w.doctor(nil, nil), doctor.FindingInvalidURL, doctor.FindingPoolNotReady)
 }
 
-// GitHub refuses the token: the controller alone cannot tell until a runner is needed.
+// GitHub refuses the token: doctor says so, and so does the pool's Ready condition.
 func TestCredentialsRejected(t *testing.T) {
 	w := newWorld(t, stack.Options{})
 	w.secret("wrong-token", map[string]string{"github_token": "ghp_notatokenthesimulatorknows000000000"})
 	w.apply(w.pool("linux").Credentials("wrong-token").Obj())
-	expect(t, w.doctor(nil, nil), doctor.FindingCredentialsRejected)
+	expect(t, w.doctor(nil, nil), doctor.FindingCredentialsRejected, doctor.FindingPoolNotReady)
 }
 
 // The organization does not exist (or the credentials cannot see it).
 func TestScopeNotFound(t *testing.T) {
 	w := newWorld(t, stack.Options{})
 	w.apply(w.pool("linux").URL(w.st.SimURL + "/no-such-org").Obj())
-	expect(t, w.doctor(nil, nil), doctor.FindingScopeNotFound)
+	expect(t, w.doctor(nil, nil), doctor.FindingPoolNotReady, doctor.FindingScopeNotFound)
 }
 
 // Nothing answers at the GitHub host.
 func TestGitHubUnreachable(t *testing.T) {
 	w := newWorld(t, stack.Options{})
 	w.apply(w.pool("linux").URL("http://127.0.0.1:1/acme").Obj())
-	expect(t, w.doctor(nil, nil), doctor.FindingGitHubUnreachable)
+	expect(t, w.doctor(nil, nil), doctor.FindingGitHubUnreachable, doctor.FindingPoolNotReady)
 }
 
 // The pool names a runner group the organization does not have.
@@ -107,7 +107,7 @@ func TestRunnerGroupNotFound(t *testing.T) {
 	w := newWorld(t, stack.Options{})
 	w.apply(w.pool("linux").RunnerGroup("gpu-fleet").Obj())
 	rep := w.doctor(nil, nil)
-	expect(t, rep, doctor.FindingRunnerGroupNotFound)
+	expect(t, rep, doctor.FindingPoolNotReady, doctor.FindingRunnerGroupNotFound)
 	if c := check(t, rep, "linux", doctor.CheckRunnerGroup); !strings.Contains(c.Message, "Default") {
 		t.Errorf("runner-group check = %q, want it to list the groups there are", c.Message)
 	}
