@@ -31,7 +31,7 @@ func TestExportTraceCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := sim.GenerateJITConfig(simgithub.JITSpec{Scope: "acme", Name: "r1", Labels: []string{"linux"}, GroupID: 1})
+	cfg, err := sim.GenerateJITConfig(simgithub.JITSpec{Scope: "acme", Name: "r1", Labels: []string{"self-hosted", "linux"}, GroupID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

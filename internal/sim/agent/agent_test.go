@@ -48,7 +48,7 @@ func newWorld(t *testing.T, lost time.Duration) *world {
 func (w *world) runnerPod(name, node string) {
 	w.t.Helper()
 	ctx := w.t.Context()
-	cfg, err := w.sim.GenerateJITConfig(simgithub.JITSpec{Scope: "acme", Name: name, Labels: []string{"linux"}, GroupID: 1})
+	cfg, err := w.sim.GenerateJITConfig(simgithub.JITSpec{Scope: "acme", Name: name, Labels: []string{"self-hosted", "linux"}, GroupID: 1})
 	if err != nil {
 		w.t.Fatal(err)
 	}

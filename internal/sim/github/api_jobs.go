@@ -193,7 +193,8 @@ type JITSpec struct {
 }
 
 // GenerateJITConfig registers an ephemeral runner and returns its config, as the
-// REST endpoint does; the runner's URL is Options.URL or the last request's root.
+// REST endpoint does: the runner has exactly spec.Labels (GitHub adds no self-hosted, OS
+// or architecture label to a JIT runner); its URL is Options.URL or the last request's root.
 func (s *Sim) GenerateJITConfig(spec JITSpec) (runnerapi.Config, error) {
 	req := jitRequest{Name: spec.Name, Labels: spec.Labels, RunnerGroupID: &spec.GroupID}
 	if spec.GroupID == 0 {
@@ -213,7 +214,7 @@ func (s *Sim) GenerateJITConfig(spec JITSpec) (runnerapi.Config, error) {
 	if e != nil {
 		return runnerapi.Config{}, fromAPI(e)
 	}
-	r, e := s.registerRunnerLocked(sc, registration{name: req.Name, labels: req.Labels, group: g, ephemeral: true, defaults: true})
+	r, e := s.registerRunnerLocked(sc, registration{name: req.Name, labels: req.Labels, group: g, ephemeral: true})
 	if e != nil {
 		return runnerapi.Config{}, fromAPI(e)
 	}

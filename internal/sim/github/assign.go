@@ -302,6 +302,21 @@ const (
 	defaultArch     = "X64"
 )
 
+// systemLabels are the labels GitHub types "read-only" even when a registration names
+// them itself (a JIT request or config.sh --no-default-labels --labels self-hosted,...).
+var systemLabels = map[string]bool{
+	"self-hosted": true, "linux": true, "windows": true, "macos": true,
+	"x64": true, "x86": true, "arm": true, "arm64": true,
+}
+
+// labelType is the type GitHub reports for a label a registration names.
+func labelType(l string) string {
+	if systemLabels[strings.ToLower(l)] {
+		return "read-only"
+	}
+	return "custom"
+}
+
 func (s *Sim) registerRunnerLocked(sc scopeRef, reg registration) (*runner, *apiError) {
 	nameKey := runnerNameKey{sc.key(), strings.ToLower(reg.name)}
 	if other := s.st.runnerNames[nameKey]; other != nil {
@@ -336,7 +351,8 @@ func (s *Sim) registerRunnerLocked(sc scopeRef, reg registration) (*runner, *api
 		add(reg.arch, "read-only")
 	}
 	for _, l := range reg.labels {
-		add(strings.TrimSpace(l), "custom")
+		l = strings.TrimSpace(l)
+		add(l, labelType(l))
 	}
 	s.st.runners[r.id] = r
 	s.st.runnerCreds[r.credential] = r

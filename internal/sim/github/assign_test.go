@@ -34,9 +34,16 @@ func TestAssignment(t *testing.T) {
 	}{
 		{
 			name:       "labels match case-insensitively",
-			runners:    []runnerSpec{{scope: "acme", name: "a", labels: []string{"GPU"}}},
+			runners:    []runnerSpec{{scope: "acme", name: "a", labels: []string{"Self-Hosted", "Linux", "GPU"}}},
 			job:        JobSpec{Repo: "acme/app", Labels: []string{"self-hosted", "linux", "gpu"}},
 			wantRunner: "a", wantStatus: StatusQueued,
+		},
+		{
+			// GitHub adds no default labels to a JIT runner: it has only those it asked for.
+			name:       "a JIT runner has no self-hosted, OS or architecture label it did not ask for",
+			runners:    []runnerSpec{{scope: "acme", name: "a", labels: []string{"gpu"}}},
+			job:        JobSpec{Repo: "acme/app", Labels: []string{"self-hosted", "linux", "x64", "gpu"}},
+			wantStatus: StatusQueued,
 		},
 		{
 			name:       "job waits for a label no runner has",

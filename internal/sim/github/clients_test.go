@@ -71,7 +71,7 @@ func TestClientsEndToEnd(t *testing.T) {
 			}
 
 			jit, resp, err := c.Actions.GenerateOrgJITConfig(ctx, "acme", &gh.GenerateJITConfigRequest{
-				Name: "pool-a-1", RunnerGroupID: 1, Labels: []string{"linux", "GPU"},
+				Name: "pool-a-1", RunnerGroupID: 1, Labels: []string{"self-hosted", "linux", "X64", "GPU", "gpu"},
 			})
 			if err != nil {
 				t.Fatalf("generating JIT config: %v", err)
@@ -81,10 +81,12 @@ func TestClientsEndToEnd(t *testing.T) {
 			}
 			gotLabels := []string{}
 			for _, l := range jit.Runner.Labels {
-				gotLabels = append(gotLabels, l.GetName())
+				gotLabels = append(gotLabels, l.GetName()+":"+l.GetType())
 			}
-			// "linux" duplicates the default "Linux" case-insensitively and is dropped.
-			wantLabels := []string{"self-hosted", "Linux", "X64", "GPU"}
+			// Exactly the requested labels, as GitHub registers a JIT runner: no default
+			// labels added; "gpu" duplicates "GPU" case-insensitively and is dropped; the
+			// system labels are read-only even when the request names them.
+			wantLabels := []string{"self-hosted:read-only", "linux:read-only", "X64:read-only", "GPU:custom"}
 			if diff := cmp.Diff(wantLabels, gotLabels); diff != "" {
 				t.Errorf("runner labels (-want +got):\n%s", diff)
 			}
@@ -160,6 +162,21 @@ func TestClientsEndToEnd(t *testing.T) {
 			r, _, err := c.Actions.GetOrganizationRunner(ctx, "acme", reg.Config().RunnerID)
 			if err != nil || r.GetStatus() != "online" || r.GetBusy() {
 				t.Errorf("runner = %+v, %v; want online and idle", r, err)
+			}
+			// config.sh registers the default labels first; "linux" duplicates "Linux".
+			if diff := cmp.Diff([]string{"self-hosted", "Linux", "X64"}, runnerLabelNames(r)); diff != "" {
+				t.Errorf("config.sh runner labels (-want +got):\n%s", diff)
+			}
+			bare, err := runnerapi.Register(ctx, w.srv.URL, runnerapi.RegisterRequest{Token: tok.GetToken(), Name: "static-2", Labels: []string{"gpu"}, NoDefaultLabels: true}, nil)
+			if err != nil {
+				t.Fatalf("registering with --no-default-labels: %v", err)
+			}
+			r, _, err = c.Actions.GetOrganizationRunner(ctx, "acme", bare.Config().RunnerID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{"gpu"}, runnerLabelNames(r)); diff != "" {
+				t.Errorf("config.sh --no-default-labels runner labels (-want +got):\n%s", diff)
 			}
 			resp, err = c.Actions.RemoveOrganizationRunner(ctx, "acme", reg.Config().RunnerID)
 			if err != nil || resp.StatusCode != http.StatusNoContent {
@@ -238,4 +255,13 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// runnerLabelNames lists the names of r's labels, in order.
+func runnerLabelNames(r *gh.Runner) []string {
+	out := []string{}
+	for _, l := range r.Labels {
+		out = append(out, l.GetName())
+	}
+	return out
 }

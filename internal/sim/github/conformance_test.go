@@ -233,7 +233,7 @@ func TestConformance(t *testing.T) {
 		return b
 	}
 	jitBody := func(name string, group int64) string {
-		return fmt.Sprintf(`{"name":%q,"runner_group_id":%d,"labels":["linux","x64"],"work_folder":"_work"}`, name, group)
+		return fmt.Sprintf(`{"name":%q,"runner_group_id":%d,"labels":["self-hosted","linux","x64"],"work_folder":"_work"}`, name, group)
 	}
 
 	// Every route at every scope, with the answers GitHub documents.

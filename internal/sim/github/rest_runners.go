@@ -62,13 +62,15 @@ func (jr *jitRequest) validate() *apiError {
 	return nil
 }
 
+// hGenerateJIT registers a JIT runner with exactly the request's labels: unlike
+// config.sh, GitHub adds no default labels (self-hosted, OS, architecture) to it.
 func (s *Sim) hGenerateJIT(kind scopeKind) func(*call) *apiError {
 	return scopedBody(s, kind, func(c *call, sc scopeRef, req *jitRequest) *apiError {
 		g, e := s.st.groupByID(sc, *req.RunnerGroupID)
 		if e != nil {
 			return e
 		}
-		rn, e := s.registerRunnerLocked(sc, registration{name: req.Name, labels: req.Labels, group: g, ephemeral: true, defaults: true})
+		rn, e := s.registerRunnerLocked(sc, registration{name: req.Name, labels: req.Labels, group: g, ephemeral: true})
 		if e != nil {
 			return e
 		}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -177,7 +176,7 @@ func (o *oracle) serve(ctx context.Context, id int64) {
 // generateJIT is one POST generate-jitconfig, as Gantry's GitHub client makes it.
 func (o *oracle) generateJIT(ctx context.Context, name string) (string, error) {
 	body, err := json.Marshal(map[string]any{
-		"name": name, "runner_group_id": 1, "labels": runnerLabels(o.pool.Spec.Labels), "work_folder": "_work",
+		"name": name, "runner_group_id": 1, "labels": o.pool.Spec.RunnerLabels(), "work_folder": "_work",
 	})
 	if err != nil {
 		return "", err
@@ -207,18 +206,6 @@ func (o *oracle) generateJIT(ctx context.Context, name string) (string, error) {
 		return "", errors.New("generating the JIT configuration of " + name + ": no encoded_jit_config in the answer")
 	}
 	return out.EncodedJITConfig, nil
-}
-
-// runnerLabels is what a runner registers with: self-hosted plus the pool's labels
-// (as Gantry's runner controller registers).
-func runnerLabels(pool []string) []string {
-	out := []string{"self-hosted"}
-	for _, l := range pool {
-		if !slices.ContainsFunc(out, func(o string) bool { return strings.EqualFold(o, l) }) {
-			out = append(out, l)
-		}
-	}
-	return out
 }
 
 // floorPod is the pod Gantry's runner controller makes for a Runner called name

@@ -82,7 +82,7 @@ func TestExportFromTheSimulator(t *testing.T) {
 
 	// Before the window: not exported.
 	old, _ := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/app", Labels: sh, Name: "old"})
-	w.run(t, "r0", []string{"linux"}, old.ID, time.Second, time.Second, "")
+	w.run(t, "r0", sh, old.ID, time.Second, time.Second, "")
 	w.clk.Step(time.Hour)
 	since := w.clk.Now()
 
@@ -92,11 +92,11 @@ func TestExportFromTheSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.run(t, "r1", []string{"linux"}, run.Jobs[0].ID, 3*time.Second, 10*time.Second, "")
-	w.run(t, "r2", []string{"linux"}, run.Jobs[1].ID, 2*time.Second, 20*time.Second, "failure")
+	w.run(t, "r1", sh, run.Jobs[0].ID, 3*time.Second, 10*time.Second, "")
+	w.run(t, "r2", sh, run.Jobs[1].ID, 2*time.Second, 20*time.Second, "failure")
 	// acme/lib: one self-hosted job, one for a hosted runner, one still queued.
 	libJob, _ := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/lib", Labels: sh, Name: "build", Workflow: "CI", Branch: "dev"})
-	w.run(t, "r3", []string{"linux"}, libJob.ID, time.Second, 4*time.Second, "")
+	w.run(t, "r3", sh, libJob.ID, time.Second, 4*time.Second, "")
 	hosted, _ := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/lib", Labels: []string{"ubuntu-latest"}, Name: "hosted"})
 	w.run(t, "r4", []string{"ubuntu-latest"}, hosted.ID, time.Second, time.Second, "")
 	if _, err := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/lib", Labels: sh, Name: "waiting"}); err != nil {
@@ -136,7 +136,7 @@ func TestExportSplitsBusyWindows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.run(t, "r"+itoa(int64(i)), []string{"linux"}, j.ID, time.Second, time.Second, "")
+		w.run(t, "r"+itoa(int64(i)), []string{"self-hosted", "linux"}, j.ID, time.Second, time.Second, "")
 		w.clk.Step(10 * time.Minute)
 	}
 	tr, st, err := Export(t.Context(), w.client(t), ExportOptions{Org: "acme", Repos: []string{"app"}, Since: since, Until: w.clk.Now()})
