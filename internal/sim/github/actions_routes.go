@@ -110,15 +110,8 @@ func (s *Sim) serveActions(w http.ResponseWriter, r *http.Request, path, root st
 // serveActionsRoute is serveRoute for the Actions service: faults, its credentials,
 // its rate limit (Options.RateLimits.ActionsService), then the handler.
 func (s *Sim) serveActionsRoute(c *call) {
-	if latency, status := s.faults.endpoint(c.route.id); latency > 0 || status != 0 {
-		if latency > 0 && !sleepCtx(c.r.Context(), latency) {
-			writeError(c.w, http.StatusServiceUnavailable, msgServerError)
-			return
-		}
-		if status != 0 {
-			writeError(c.w, status, msgServerError)
-			return
-		}
+	if s.injectFault(c) {
+		return
 	}
 	svc, key, e := s.authenticateService(c.r, c.route.auth)
 	if e != nil {

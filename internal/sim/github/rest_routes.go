@@ -31,16 +31,24 @@ func (s *Sim) serveREST(w http.ResponseWriter, r *http.Request, path, root strin
 	s.calls.add(rt.id, sw.status)
 }
 
+// injectFault plays the fault set for the call's endpoint, if any: a latency, then an
+// error status. It reports whether it answered the call.
+func (s *Sim) injectFault(c *call) bool {
+	latency, status := s.faults.endpoint(c.route.id)
+	if latency > 0 && !sleepCtx(c.r.Context(), latency) {
+		writeError(c.w, http.StatusServiceUnavailable, msgServerError)
+		return true
+	}
+	if status != 0 {
+		writeError(c.w, status, msgServerError)
+		return true
+	}
+	return false
+}
+
 func (s *Sim) serveRoute(c *call) {
-	if latency, status := s.faults.endpoint(c.route.id); latency > 0 || status != 0 {
-		if latency > 0 && !sleepCtx(c.r.Context(), latency) {
-			writeError(c.w, http.StatusServiceUnavailable, msgServerError)
-			return
-		}
-		if status != 0 {
-			writeError(c.w, status, msgServerError)
-			return
-		}
+	if s.injectFault(c) {
+		return
 	}
 	cred, aerr := s.authenticate(c.r, c.route.auth)
 	sub := rateSubject{key: "ip:" + clientIP(c.r), kind: credNone}
