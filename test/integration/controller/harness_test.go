@@ -84,18 +84,13 @@ func (w *world) pool(name string) *testutil.RunnerPoolBuilder {
 // eventually polls cond every 50ms until it holds or 30s pass.
 func (w *world) eventually(what string, cond func() (bool, error)) {
 	w.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(50 * time.Millisecond)
-	}
-	w.dump()
-	w.t.Fatalf("timed out waiting for %s (last error: %v)", what, lastErr)
+	testutil.Poll(w.t, what, 30*time.Second, 50*time.Millisecond, cond, w.dump)
+}
+
+// eventuallyWithin is eventually with a deadline of its own.
+func (w *world) eventuallyWithin(d time.Duration, what string, cond func() (bool, error)) {
+	w.t.Helper()
+	testutil.Poll(w.t, what, d, 100*time.Millisecond, cond, w.dump)
 }
 
 // dump logs what a failed wait needs to be understood: pools, runners, deliveries.

@@ -187,20 +187,3 @@ func TestRefusedThenRepairedCredentials(t *testing.T) {
 func testutilPool(w *world, name, url string) *v1alpha1.RunnerPool {
 	return w.pool(name).URL(url).MinIdle(1).Obj()
 }
-
-// eventuallyWithin is eventually with a deadline of its own.
-func (w *world) eventuallyWithin(d time.Duration, what string, cond func() (bool, error)) {
-	w.t.Helper()
-	deadline := time.Now().Add(d)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	w.dump()
-	w.t.Fatalf("timed out after %s waiting for %s (last error: %v)", d, what, lastErr)
-}

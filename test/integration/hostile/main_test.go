@@ -130,18 +130,7 @@ func (w *world) healthyPool(name string) *v1alpha1.RunnerPool {
 // eventually polls cond until it holds or two minutes pass (the machine may be loaded).
 func (w *world) eventually(what string, cond func() (bool, error)) {
 	w.t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	w.dump()
-	w.t.Fatalf("timed out waiting for %s (last error: %v)", what, lastErr)
+	testutil.Poll(w.t, what, 2*time.Minute, 100*time.Millisecond, cond, w.dump)
 }
 
 func (w *world) dump() {

@@ -88,18 +88,7 @@ func (w *world) pool(name string) *testutil.RunnerPoolBuilder {
 // eventually polls cond every 50ms until it holds or timeout passes.
 func (w *world) eventually(what string, timeout time.Duration, cond func() (bool, error)) {
 	w.t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(50 * time.Millisecond)
-	}
-	w.dump()
-	w.t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
+	testutil.Poll(w.t, what, timeout, 50*time.Millisecond, cond, w.dump)
 }
 
 // dump logs what a failed wait needs to be understood.
