@@ -38,17 +38,20 @@ const restartDelay = time.Second
 type controllerProc struct {
 	t    *testing.T
 	opts procOptions
-	// addresses on 127.0.0.1, fixed across restarts.
-	webhookAddr, metricsAddr, probeAddr string
-	logPath                             string
+	// webhookAddr is on 127.0.0.1, fixed across restarts: the Lease advertises it.
+	webhookAddr string
+	logPath     string
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	alive   bool
-	stopped bool
-	starts  int
-	exits   []string
-	done    chan struct{}
+	mu sync.Mutex
+	// metricsAddr and probeAddr are on 127.0.0.1, picked again at each start: a port
+	// found free may be taken by another process before the controller binds it.
+	metricsAddr, probeAddr string
+	cmd                    *exec.Cmd
+	alive                  bool
+	stopped                bool
+	starts                 int
+	exits                  []string
+	done                   chan struct{}
 	// lastMetrics is the last /metrics scraped, kept for the secret scan of a process
 	// that was killed since.
 	lastMetrics []string
@@ -59,9 +62,9 @@ func startController(t *testing.T, opts procOptions) *controllerProc {
 	t.Helper()
 	p := &controllerProc{
 		t: t, opts: opts,
-		webhookAddr: freeAddr(t), metricsAddr: freeAddr(t), probeAddr: freeAddr(t),
-		logPath: filepath.Join(cp.dir, fmt.Sprintf("%s-%s.log", sanitize(t.Name()), opts.name)),
-		done:    make(chan struct{}),
+		webhookAddr: freeAddr(t),
+		logPath:     filepath.Join(cp.dir, fmt.Sprintf("%s-%s.log", sanitize(t.Name()), opts.name)),
+		done:        make(chan struct{}),
 	}
 	if err := p.launch(); err != nil {
 		t.Fatalf("starting controller %s: %v", opts.name, err)
@@ -72,15 +75,15 @@ func startController(t *testing.T, opts procOptions) *controllerProc {
 	return p
 }
 
-func (p *controllerProc) args() []string {
+func (p *controllerProc) args(metricsAddr, probeAddr string) []string {
 	o := p.opts
 	args := []string{
 		"controller",
 		"--webhook-secret", o.namespace + "/" + webhookSecretName,
 		"--webhook-bind-address", p.webhookAddr,
 		"--webhook-advertise-address", p.webhookAddr,
-		"--metrics-bind-address", p.metricsAddr,
-		"--health-probe-bind-address", p.probeAddr,
+		"--metrics-bind-address", metricsAddr,
+		"--health-probe-bind-address", probeAddr,
 		"--namespaces", o.namespace,
 		"--log-level", "debug",
 		fmt.Sprintf("--leader-elect=%t", o.leaderElect),
@@ -97,7 +100,15 @@ func (p *controllerProc) args() []string {
 }
 
 func (p *controllerProc) launch() error {
-	name, args := cp.bin, p.args()
+	metricsAddr, err := pickAddr()
+	if err != nil {
+		return err
+	}
+	probeAddr, err := pickAddr()
+	if err != nil {
+		return err
+	}
+	name, args := cp.bin, p.args(metricsAddr, probeAddr)
 	if cp.sandbox {
 		name, args = sandboxArgs(cp.bin, args)
 	}
@@ -113,6 +124,7 @@ func (p *controllerProc) launch() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.starts++
+	p.metricsAddr, p.probeAddr = metricsAddr, probeAddr
 	fmt.Fprintf(logf, "### start %d at %s\n", p.starts, time.Now().Format(time.RFC3339Nano))
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -239,7 +251,7 @@ func (p *controllerProc) waitReady(timeout time.Duration) {
 	p.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if p.get("http://"+p.probeAddr+"/readyz") == http.StatusOK {
+		if p.get("http://"+p.addrs().probe+"/readyz") == http.StatusOK {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -267,7 +279,7 @@ func (p *controllerProc) get(url string) int {
 func (p *controllerProc) metrics() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metricsAddr+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.addrs().metrics+"/metrics", nil)
 	if err != nil {
 		return ""
 	}
@@ -350,15 +362,30 @@ func (p *controllerProc) sandboxState() (uid string, rootReadOnly bool, err erro
 	return uid, rootReadOnly, nil
 }
 
+// addrs are the metrics and probe addresses of the current (or last) start.
+func (p *controllerProc) addrs() struct{ metrics, probe string } {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return struct{ metrics, probe string }{p.metricsAddr, p.probeAddr}
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	addr, err := pickAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
 	return addr
+}
+
+// pickAddr is an address on 127.0.0.1 whose port was free a moment ago.
+func pickAddr() (string, error) {
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 func sanitize(s string) string {
