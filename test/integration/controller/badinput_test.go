@@ -220,7 +220,8 @@ func TestFailedAppDeliveriesAreRedelivered(t *testing.T) {
 	w.sim.SetFaults(simgithub.Faults{})
 	// The simulator records a delivery's status once the controller has answered it,
 	// which may be after the runner the delivery asked for exists: wait for both.
-	w.eventually("a successful redelivery and a runner for the redelivered job", func() (bool, error) {
+	// Redelivery waits on resync rounds, which a loaded machine slows: allow two minutes.
+	w.eventuallyWithin(2*time.Minute, "a successful redelivery and a runner for the redelivered job", func() (bool, error) {
 		redelivered := false
 		for _, d := range w.sim.Deliveries() {
 			if d.Redelivery && d.Done && d.StatusCode/100 == 2 {
