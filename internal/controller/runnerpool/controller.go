@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -81,9 +82,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, r.Client.Patch(ctx, pool, patch)
 	}
 
-	if err := r.guardCredentials(ctx, pool); err != nil {
+	credErr := r.guardCredentials(ctx, pool)
+	switch {
+	case apierrors.IsConflict(credErr):
+		// Someone else wrote the Secret or the pool meanwhile: an ordinary race, tried
+		// again shortly.
+		log.FromContext(ctx).V(1).Info("Holding the credentials secret: tried again shortly", "reason", credErr.Error())
+	case credErr != nil:
 		// The pool works on; only the Secret's protection waits for the next reconcile.
-		log.FromContext(ctx).Error(err, "Holding the credentials secret")
+		log.FromContext(ctx).Error(credErr, "Holding the credentials secret")
 	}
 
 	before := pool.DeepCopy()
@@ -127,8 +134,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// back makes the pool Ready even while no job asks for a runner.
 		res.RequeueAfter = configRecheck
 	}
+	if apierrors.IsConflict(credErr) && (res.RequeueAfter == 0 || res.RequeueAfter > credentialsRetry) {
+		res.RequeueAfter = credentialsRetry
+	}
 	return res, scaleErr
 }
+
+// credentialsRetry is how soon holding the credentials Secret is tried again after a
+// write conflict.
+const credentialsRetry = time.Second
 
 // configRecheck is how often a pool whose configuration is broken is checked again.
 const configRecheck = 30 * time.Second

@@ -71,11 +71,17 @@ func TestReportRendersInChromium(t *testing.T) {
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1100, 900),
-		chromedp.UserDataDir(filepath.Join(dir, "profile")))
+		chromedp.UserDataDir(chromiumProfile(t)))
 	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
 	defer cancelAlloc()
 	ctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
+	defer func() {
+		// Close the browser and wait for it before the profile is removed.
+		if err := chromedp.Cancel(ctx); err != nil {
+			t.Logf("closing Chromium: %v", err)
+		}
+	}()
 	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute) // a loaded machine starts Chromium slowly
 	defer cancelTimeout()
 
@@ -135,6 +141,29 @@ func TestReportRendersInChromium(t *testing.T) {
 		}
 	}
 	checkColors(t, png)
+}
+
+// chromiumProfile is a profile directory for one Chromium run. Chromium's helper
+// processes (crashpad, the zygote) can still write into it for a moment after the
+// browser has exited, so it is removed with retries, and a leftover is logged rather
+// than failing the test as t.TempDir's cleanup would.
+func chromiumProfile(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gantry-chromium-profile-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		var err error
+		for range 50 {
+			if err = os.RemoveAll(dir); err == nil {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Logf("leaving Chromium's profile %s behind: %v", dir, err)
+	})
+	return dir
 }
 
 // checkColors decodes the screenshot and counts the pixels of Gantry's line

@@ -73,7 +73,7 @@ func TestRESTCallsPerJobStayNearOne(t *testing.T) {
 		t.Errorf("agent: %v", err)
 	}
 	for name := range started {
-		w.setPodExited(name, 0)
+		w.setPodExitedUnlessGone(name, 0)
 	}
 	w.eventually("nothing left", func() (bool, error) {
 		return len(w.runners("budget")) == 0 && len(w.sim.Runners()) == 0, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -151,9 +152,24 @@ func (w *world) setPodRunning(name string) {
 // setPodExited writes what a kubelet writes when the runner container exits.
 func (w *world) setPodExited(name string, code int32) {
 	w.t.Helper()
+	if err := w.exitPod(name, code); err != nil {
+		w.t.Fatalf("marking pod %s exited: %v", name, err)
+	}
+}
+
+// setPodExitedUnlessGone is setPodExited for a pod the controller may already have
+// deleted (a finished ephemeral runner leaves GitHub, and its pod goes with it).
+func (w *world) setPodExitedUnlessGone(name string, code int32) {
+	w.t.Helper()
+	if err := w.exitPod(name, code); err != nil && !apierrors.IsNotFound(err) {
+		w.t.Fatalf("marking pod %s exited: %v", name, err)
+	}
+}
+
+func (w *world) exitPod(name string, code int32) error {
 	pod := &corev1.Pod{}
 	if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: name}, pod); err != nil {
-		w.t.Fatal(err)
+		return err
 	}
 	pod.Status.Phase = corev1.PodSucceeded
 	if code != 0 {
@@ -163,9 +179,7 @@ func (w *world) setPodExited(name string, code int32) {
 		Name:  v1alpha1.RunnerContainerName,
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Completed"}},
 	}}
-	if err := w.c.Status().Update(w.ctx(), pod); err != nil {
-		w.t.Fatalf("marking pod %s exited: %v", name, err)
-	}
+	return w.c.Status().Update(w.ctx(), pod)
 }
 
 // setPodWaiting writes a kubelet's waiting state for the runner container.
