@@ -13,6 +13,29 @@ const (
 	// ConditionDegraded is True when the pool cannot make progress: repeated runner
 	// failures, bad configuration or GitHub unavailable. The reason says which.
 	ConditionDegraded = "Degraded"
+	// ConditionScaleSetSession (demand.source ScaleSet only) is True while the pool's
+	// scale set exists and its message session is open in the leader; False with reason
+	// SessionConflict, ScaleSetNameTaken or ScaleSetUnavailable while it is not.
+	ConditionScaleSetSession = "ScaleSetSession"
+)
+
+// Reasons of the ScaleSetSession condition.
+const (
+	// ReasonSessionActive: the session is open and long-polled.
+	ReasonSessionActive = "SessionActive"
+	// ReasonSessionConflict: the Actions service holds another session for the scale
+	// set (409), most often that of a controller that was killed; retried with backoff
+	// until the service lets the new one in.
+	ReasonSessionConflict = "SessionConflict"
+	// ReasonScaleSetNameTaken: a scale set with the pool's scale set name exists in the
+	// runner group and was not created by Gantry for this pool; Gantry never takes it
+	// over. Delete it on GitHub or set demand.scaleSetName to another name.
+	ReasonScaleSetNameTaken = "ScaleSetNameTaken"
+	// ReasonScaleSetUnavailable: the scale set or session could not be set up (the
+	// Actions service refused the registration, failed or did not answer); retried.
+	ReasonScaleSetUnavailable = "ScaleSetUnavailable"
+	// ReasonNotLeader: this controller is not the leader; the leader holds the session.
+	ReasonNotLeader = "NotLeader"
 )
 
 // Labels and annotations Gantry puts on the objects it owns.

@@ -215,6 +215,12 @@ type RunnerPoolSpec struct {
 	// +kubebuilder:validation:Maximum=100000
 	MaxRunners int32 `json:"maxRunners"`
 
+	// demand says where the pool learns of queued jobs: Webhook (the default) or a
+	// runner scale set (ScaleSet), which needs no inbound connection.
+	// +optional
+	// +kubebuilder:default={source: Webhook}
+	Demand DemandSpec `json:"demand,omitempty"`
+
 	// registrationMode is how runners register: JIT (one just-in-time configuration per
 	// runner, the default) or RegistrationToken (one shared token for very large bursts).
 	// +optional
@@ -297,6 +303,11 @@ type RunnerPoolStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// scaleSet is the pool's runner scale set and message session (demand.source
+	// ScaleSet only).
+	// +optional
+	ScaleSet *ScaleSetStatus `json:"scaleSet,omitempty"`
 
 	// recentRepositories are the repositories whose jobs came to this pool in the last
 	// two hours, newest first. Demand is held in the controller's memory; after a restart

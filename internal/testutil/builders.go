@@ -62,6 +62,13 @@ func (b *RunnerPoolBuilder) Mode(m v1alpha1.RegistrationMode) *RunnerPoolBuilder
 	return b
 }
 
+// ScaleSet makes the pool take its demand from a runner scale set named name ("" for
+// the pool's name).
+func (b *RunnerPoolBuilder) ScaleSet(name string) *RunnerPoolBuilder {
+	b.p.Spec.Demand = v1alpha1.DemandSpec{Source: v1alpha1.DemandSourceScaleSet, ScaleSetName: name}
+	return b
+}
+
 // Containers replaces the template's containers.
 func (b *RunnerPoolBuilder) Containers(c ...corev1.Container) *RunnerPoolBuilder {
 	b.p.Spec.Template.Spec.Containers = c

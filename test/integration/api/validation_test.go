@@ -79,6 +79,7 @@ func TestValidRunnerPoolIsStoredWithDefaults(t *testing.T) {
 		},
 		MinIdle:          0,
 		MaxRunners:       10,
+		Demand:           v1alpha1.DemandSpec{Source: v1alpha1.DemandSourceWebhook},
 		RegistrationMode: v1alpha1.RegistrationModeJIT,
 		Recovery: v1alpha1.RecoverySpec{
 			PendingTimeout:            &metav1.Duration{Duration: 10 * time.Minute},
@@ -192,6 +193,34 @@ func TestInvalidRunnerPoolsAreRefusedWithAMessageThatSaysWhatToFix(t *testing.T)
 			name:         "empty credentials secret name",
 			pool:         testutil.RunnerPool(ns, "no-secret").Credentials("").Obj(),
 			wantMessages: []string{"github.credentialsSecretRef.name must name the Secret"},
+		},
+		{
+			name:         "scale set name with a space",
+			pool:         testutil.RunnerPool(ns, "ss-space").ScaleSet("linux x64").Obj(),
+			wantMessages: []string{"demand.scaleSetName must be 1 to 45 letters, digits"},
+		},
+		{
+			name:         "scale set name too long",
+			pool:         testutil.RunnerPool(ns, "ss-long").ScaleSet(strings.Repeat("a", 46)).Obj(),
+			wantMessages: []string{"spec.demand.scaleSetName", "may not be more than 45"},
+		},
+		{
+			name: "scale set name on a webhook pool",
+			pool: func() *v1alpha1.RunnerPool {
+				p := testutil.RunnerPool(ns, "ss-webhook").Obj()
+				p.Spec.Demand.ScaleSetName = "linux"
+				return p
+			}(),
+			wantMessages: []string{"demand.scaleSetName is only used with demand.source: ScaleSet"},
+		},
+		{
+			name: "unknown demand source",
+			pool: func() *v1alpha1.RunnerPool {
+				p := testutil.RunnerPool(ns, "ss-source").Obj()
+				p.Spec.Demand.Source = "Polling"
+				return p
+			}(),
+			wantMessages: []string{"spec.demand.source", `supported values: "Webhook", "ScaleSet"`},
 		},
 		{
 			name:         "negative minIdle",
@@ -308,6 +337,50 @@ func TestGitHubURLIsImmutable(t *testing.T) {
 	err := env.Client.Patch(ctx(t), pool, patch)
 	if err == nil || !strings.Contains(err.Error(), "github.url is immutable") {
 		t.Fatalf("changing github.url: want an error saying it is immutable, got %v", err)
+	}
+}
+
+func TestDemandSourceAndScaleSetNameAreFixedOnALivePool(t *testing.T) {
+	ns := env.Namespace(t)
+	webhook := testutil.RunnerPool(ns, "by-webhook").Obj()
+	scaleSet := testutil.RunnerPool(ns, "by-scale-set").ScaleSet("").Obj()
+	for _, p := range []*v1alpha1.RunnerPool{webhook, scaleSet} {
+		if err := env.Client.Create(ctx(t), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		pool   *v1alpha1.RunnerPool
+		change func(*v1alpha1.RunnerPool)
+		want   string
+	}{
+		{"webhook to scale set", webhook, func(p *v1alpha1.RunnerPool) {
+			p.Spec.Demand.Source = v1alpha1.DemandSourceScaleSet
+		}, "demand.source cannot change on a live pool"},
+		{"scale set to webhook", scaleSet, func(p *v1alpha1.RunnerPool) {
+			p.Spec.Demand.Source = v1alpha1.DemandSourceWebhook
+		}, "demand.source cannot change on a live pool"},
+		{"rename the scale set", scaleSet, func(p *v1alpha1.RunnerPool) {
+			p.Spec.Demand.ScaleSetName = "renamed"
+		}, "demand.scaleSetName cannot change on a live pool"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.pool.DeepCopy()
+			patch := client.MergeFrom(p.DeepCopy())
+			tc.change(p)
+			err := env.Client.Patch(ctx(t), p, patch)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want an error saying %q, got %v", tc.want, err)
+			}
+		})
+	}
+	// Other fields of a scale-set pool still change.
+	p := scaleSet.DeepCopy()
+	patch := client.MergeFrom(p.DeepCopy())
+	p.Spec.MaxRunners = 20
+	if err := env.Client.Patch(ctx(t), p, patch); err != nil {
+		t.Errorf("changing maxRunners of a scale-set pool: %v", err)
 	}
 }
 
