@@ -29,6 +29,8 @@ type controllerFlags struct {
 	webhookSecret                       string
 	leaderElect                         bool
 	leaderElectionNamespace             string
+	leaseDuration, renewDeadline        time.Duration
+	retryPeriod                         time.Duration
 	namespaces                          []string
 	concurrency, runnerConcurrency      int
 	githubTimeout, resyncInterval       time.Duration
@@ -61,6 +63,9 @@ name in capitals, dashes as underscores, prefixed with GANTRY_ (GANTRY_LEADER_EL
 	fl.StringVar(&f.webhookSecret, "webhook-secret", "", "NAMESPACE/NAME of the Secret whose webhook_secret key verifies deliveries (required)")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect one active replica (run several for HA)")
 	fl.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's)")
+	fl.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", manager.DefaultLeaseDuration, "how long a leader's lease lasts unrenewed: a standby takes over about this plus the retry period after a leader dies without releasing it")
+	fl.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", manager.DefaultRenewDeadline, "how long the leader keeps trying to renew its lease before it steps down (less than the lease duration)")
+	fl.DurationVar(&f.retryPeriod, "leader-elect-retry-period", manager.DefaultRetryPeriod, "how often replicas try to acquire or renew the lease")
 	fl.StringSliceVar(&f.namespaces, "namespaces", nil, "namespaces to watch, comma-separated (default: all)")
 	fl.IntVar(&f.concurrency, "concurrency", 16, "pools reconciled at once")
 	fl.IntVar(&f.runnerConcurrency, "runner-concurrency", 64, "runners reconciled at once")
@@ -176,6 +181,10 @@ func runController(f *controllerFlags) error {
 		WebhookAdvertiseAddress: advertiseAddress(f.webhookAdvertiseAddr, f.webhookAddr),
 		LeaderElection:          f.leaderElect,
 		LeaderElectionNamespace: f.leaderElectionNamespace,
+		LeaseDuration:           f.leaseDuration,
+		RenewDeadline:           f.renewDeadline,
+		RetryPeriod:             f.retryPeriod,
+		Identity:                os.Getenv("POD_NAME"),
 		Namespaces:              f.namespaces,
 		Concurrency:             f.concurrency,
 		RunnerConcurrency:       f.runnerConcurrency,

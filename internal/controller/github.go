@@ -95,6 +95,19 @@ func (r *GitHubResolver) resolve(ctx context.Context, pool *v1alpha1.RunnerPool)
 	return c, scope, fingerprint(data), nil
 }
 
+// Credentials returns the pool's scope, the data of its credentials Secret (checked to
+// hold a token or App credentials) and a fingerprint of that data, for clients other
+// than github.Client (the Actions service's). Errors are those of For.
+func (r *GitHubResolver) Credentials(ctx context.Context, pool *v1alpha1.RunnerPool) (github.Scope, map[string][]byte, string, error) {
+	_, scope, fp, err := r.resolve(ctx, pool)
+	if err != nil {
+		return scope, nil, "", err
+	}
+	key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Spec.GitHub.CredentialsSecretRef.Name}
+	data, err := r.secretData(ctx, key)
+	return scope, data, fp, err
+}
+
 func (r *GitHubResolver) secretData(ctx context.Context, key types.NamespacedName) (map[string][]byte, error) {
 	now := r.Clock.Now()
 	r.mu.Lock()

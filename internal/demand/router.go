@@ -33,6 +33,9 @@ type Pool struct {
 	// Labels are the labels the pool's runners register with GitHub, defaults
 	// included (v1alpha1.RunnerPoolSpec.RunnerLabels): nothing is implied.
 	Labels []string
+	// External: the pool's demand comes from elsewhere (a runner scale set). Jobs
+	// routed to it are neither counted as its demand nor reported unmatched.
+	External bool
 }
 
 type routedPool struct {
@@ -85,6 +88,14 @@ func (r *Router) RemovePool(key PoolKey) {
 
 // Route returns the pool a job belongs to, by the rule in the type's doc.
 func (r *Router) Route(j Job) (PoolKey, bool) {
+	p := r.route(j)
+	if p == nil {
+		return PoolKey{}, false
+	}
+	return p.Key, true
+}
+
+func (r *Router) route(j Job) *routedPool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	var best *routedPool
@@ -96,10 +107,7 @@ func (r *Router) Route(j Job) (PoolKey, bool) {
 			best = p
 		}
 	}
-	if best == nil {
-		return PoolKey{}, false
-	}
-	return best.Key, true
+	return best
 }
 
 func better(a, b *routedPool) bool {

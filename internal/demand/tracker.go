@@ -139,9 +139,11 @@ func (t *Tracker) Observe(ev JobEvent) {
 		}
 		tj = &trackedJob{job: ev.Job, state: stateQueued, queuedAt: now, seenAt: now, until: now.Add(QueuedJobTTL)}
 		t.jobs[ev.Job.ID] = tj
-		if key, ok := t.router.Route(ev.Job); ok {
-			t.addQueued(tj, key)
-			changed = append(changed, key)
+		if p := t.router.route(ev.Job); p != nil {
+			if !p.External {
+				t.addQueued(tj, p.Key)
+				changed = append(changed, p.Key)
+			}
 		} else if selfHosted(ev.Job) {
 			unmatched = true
 		}
@@ -210,7 +212,12 @@ func (t *Tracker) Reroute() {
 		if tj.state != stateQueued {
 			continue
 		}
-		key, ok := t.router.Route(tj.job)
+		p := t.router.route(tj.job)
+		ok := p != nil && !p.External
+		var key PoolKey
+		if ok {
+			key = p.Key
+		}
 		if tj.routed && ok && key == tj.pool {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -36,6 +37,7 @@ import (
 	"github.com/gantry-dev/gantry/internal/controller/resync"
 	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/controller/runnerpool"
+	"github.com/gantry-dev/gantry/internal/controller/scaleset"
 	"github.com/gantry-dev/gantry/internal/demand"
 	"github.com/gantry-dev/gantry/internal/github"
 )
@@ -62,6 +64,13 @@ type Options struct {
 	// active.
 	LeaderElection          bool
 	LeaderElectionNamespace string
+	// LeaseDuration, RenewDeadline and RetryPeriod time the leader election: a standby
+	// takes over about LeaseDuration + RetryPeriod after a leader dies without releasing
+	// its lease. Defaults 8s, 6s, 1s.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Identity names this replica in scale set sessions (its pod name). Default: the
+	// host name.
+	Identity string
 	// Namespaces restricts what is watched; empty means all namespaces.
 	Namespaces []string
 	// Concurrency is how many pools are reconciled at once. Default 16.
@@ -117,7 +126,28 @@ func (o *Options) defaults() {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = DefaultLeaseDuration
+	}
+	if o.RenewDeadline == 0 {
+		o.RenewDeadline = DefaultRenewDeadline
+	}
+	if o.RetryPeriod == 0 {
+		o.RetryPeriod = DefaultRetryPeriod
+	}
+	if o.Identity == "" {
+		o.Identity, _ = os.Hostname()
+	}
 }
+
+// Leader election defaults: a standby takes over about 9 s after a leader dies without
+// releasing its lease (controller-runtime's 15s/10s/2s took about 17 s), while a leader
+// that cannot renew for 6 s steps down before another can lead.
+const (
+	DefaultLeaseDuration = 8 * time.Second
+	DefaultRenewDeadline = 6 * time.Second
+	DefaultRetryPeriod   = time.Second
+)
 
 func init() { crmetrics.Registry.MustRegister(demand.WebhookDeliveries, demand.UnmatchedJobs) }
 
@@ -169,6 +199,9 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		LeaderElectionID:              leaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &opts.LeaseDuration,
+		RenewDeadline:                 &opts.RenewDeadline,
+		RetryPeriod:                   &opts.RetryPeriod,
 		LeaderElectionLabels:          leaderLabels,
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.SeveralPerProcess)},
 	})
@@ -192,16 +225,29 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		AllowHTTP: opts.GitHubAllowHTTP,
 	}
 	failures := &controller.FailureBackoff{Clock: clk, Threshold: 3, Base: 30 * time.Second, Max: 10 * time.Minute}
+	clients := &scaleset.Clients{Resolver: resolver}
+	if len(opts.GitHubCABundle) > 0 {
+		if clients.RootCAs, err = github.CertPoolWithBundle(opts.GitHubCABundle); err != nil {
+			return nil, fmt.Errorf("GitHub CA bundle: %w", err)
+		}
+	}
+	scaleSets := &scaleset.Manager{
+		Clients: clients, Client: mgr.GetClient(), Tracker: tracker, Clock: clk, Owner: opts.Identity,
+		Log: ctrl.Log.WithName("scaleset"),
+	}
+	if err := mgr.Add(scaleSets); err != nil {
+		return nil, err
+	}
 
 	if err := (&runnerpool.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GitHub: resolver, Tracker: tracker, Failures: failures,
-		Events: mgr.GetEventRecorder("gantry-runnerpool"), Clock: clk, FailureThreshold: failures.Threshold,
+		ScaleSets: scaleSets, Events: mgr.GetEventRecorder("gantry-runnerpool"), Clock: clk, FailureThreshold: failures.Threshold,
 	}).SetupWithManager(mgr, opts.Concurrency); err != nil {
 		return nil, err
 	}
 	if err := (&runner.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GitHub: resolver, Tracker: tracker,
-		Failures: failures, Events: mgr.GetEventRecorder("gantry-runner"), Clock: clk,
+		ScaleSets: scaleSets, Failures: failures, Events: mgr.GetEventRecorder("gantry-runner"), Clock: clk,
 		FailedRetention: opts.FailedRunnerRetention,
 	}).SetupWithManager(mgr, opts.RunnerConcurrency); err != nil {
 		return nil, err

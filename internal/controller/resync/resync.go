@@ -104,8 +104,8 @@ func (r *Resync) Once(ctx context.Context) bool {
 	apps := map[types.NamespacedName]struct{}{}
 	for i := range pools.Items {
 		pool := &pools.Items[i]
-		if !pool.DeletionTimestamp.IsZero() {
-			continue
+		if !pool.DeletionTimestamp.IsZero() || pool.UsesScaleSet() {
+			continue // a scale set's messages are acknowledged and redelivered: nothing to repair
 		}
 		gh, sc, err := r.GitHub.For(ctx, pool)
 		if err != nil {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/controller/scaleset"
 	"github.com/gantry-dev/gantry/internal/demand"
 )
 
@@ -39,6 +40,8 @@ type Reconciler struct {
 	APIReader ctrl.Reader // uncached reads: guards against a stale cache before creating
 	GitHub    *controller.GitHubResolver
 	Tracker   *demand.Tracker
+	// ScaleSets registers and removes the runners of scale-set pools.
+	ScaleSets *scaleset.Manager
 	Failures  *controller.FailureBackoff
 	Events    events.EventRecorder
 	Clock     clock.Clock

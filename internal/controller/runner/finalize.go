@@ -73,6 +73,9 @@ func (r *Reconciler) unregister(ctx context.Context, runner *v1alpha1.Runner) (r
 		}
 		return reconcile.Result{}, err
 	}
+	if pool.UsesScaleSet() {
+		return r.unregisterFromScaleSet(ctx, runner, pool)
+	}
 	gh, sc, err := r.GitHub.For(ctx, pool)
 	var cfg *controller.ConfigError
 	if errors.As(err, &cfg) {
@@ -104,15 +107,7 @@ func (r *Reconciler) unregister(ctx context.Context, runner *v1alpha1.Runner) (r
 	case err == nil, github.IsNotFound(err):
 		return reconcile.Result{}, nil
 	case github.IsBusy(err):
-		if runner.Status.Phase != v1alpha1.RunnerBusy {
-			before := runner.DeepCopy()
-			runner.Status.Phase = v1alpha1.RunnerBusy
-			if perr := r.Client.Status().Patch(ctx, runner, ctrl.MergeFrom(before)); perr != nil {
-				return reconcile.Result{}, ctrl.IgnoreNotFound(perr)
-			}
-			r.writes.wrote(runner, before.ResourceVersion, r.Clock.Now())
-		}
-		return reconcile.Result{RequeueAfter: busyRetry}, nil
+		return r.keepBusy(ctx, runner)
 	case github.IsRateLimited(err):
 		return reconcile.Result{RequeueAfter: github.RetryAfter(err)}, nil
 	}
@@ -176,3 +171,17 @@ func (r *Reconciler) removePod(ctx context.Context, runner *v1alpha1.Runner) (ti
 
 // podGoneRecheck is how often a finalizing runner looks again at a pod still terminating.
 const podGoneRecheck = 30 * time.Second
+
+// keepBusy keeps a runner GitHub says runs a job: it is marked Busy and looked at again
+// after busyRetry, pod and all.
+func (r *Reconciler) keepBusy(ctx context.Context, runner *v1alpha1.Runner) (reconcile.Result, error) {
+	if runner.Status.Phase != v1alpha1.RunnerBusy {
+		before := runner.DeepCopy()
+		runner.Status.Phase = v1alpha1.RunnerBusy
+		if perr := r.Client.Status().Patch(ctx, runner, ctrl.MergeFrom(before)); perr != nil {
+			return reconcile.Result{}, ctrl.IgnoreNotFound(perr)
+		}
+		r.writes.wrote(runner, before.ResourceVersion, r.Clock.Now())
+	}
+	return reconcile.Result{RequeueAfter: busyRetry}, nil
+}

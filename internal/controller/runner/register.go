@@ -65,6 +65,9 @@ func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, 
 		return reconcile.Result{}, false, fmt.Errorf("reading runner secret: %w", err)
 	}
 
+	if s.pool.UsesScaleSet() {
+		return r.registerInScaleSet(ctx, s)
+	}
 	gh, sc, err := r.GitHub.For(ctx, s.pool)
 	if err != nil {
 		return r.waitOn(s, err)

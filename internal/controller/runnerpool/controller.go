@@ -30,6 +30,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/controller/scaleset"
 	"github.com/gantry-dev/gantry/internal/demand"
 	"github.com/gantry-dev/gantry/internal/github"
 )
@@ -45,6 +46,8 @@ type Reconciler struct {
 	APIReader client.Reader
 	GitHub    *controller.GitHubResolver
 	Tracker   *demand.Tracker
+	// ScaleSets runs the scale-set pools' listeners (demand.source ScaleSet).
+	ScaleSets *scaleset.Manager
 	Failures  *controller.FailureBackoff
 	Events    events.EventRecorder
 	Clock     clock.Clock
@@ -64,6 +67,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.unroute(req.NamespacedName)
+			r.ScaleSets.Forget(req.NamespacedName)
 			r.Failures.Forget(req.NamespacedName)
 			forgetMetrics(req.NamespacedName)
 		}
@@ -98,8 +102,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	st.configErr, st.unavailable = r.checkConfig(ctx, pool)
 	if st.configErr == nil {
 		r.route(pool)
+		if pool.UsesScaleSet() {
+			r.ScaleSets.Ensure(pool)
+		}
 	} else {
 		r.unroute(req.NamespacedName)
+		r.ScaleSets.Forget(req.NamespacedName)
 	}
 
 	st.count(r.Tracker, r.expectations.pending(req.NamespacedName, runners, r.Clock.Now()))
@@ -110,16 +118,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.Failures.RecordSuccess(req.NamespacedName)
 	}
 	st.demand = r.Tracker.Demand(req.NamespacedName)
+	st.rebuilt = r.Tracker.Rebuilt()
+	if pool.UsesScaleSet() {
+		st.demand, st.rebuilt = r.scaleSetDemand(req.NamespacedName, st.busy)
+	}
 	st.failures = r.Failures.Get(req.NamespacedName)
 	st.desired = desired(pool.Spec, st.busy, st.demand.Queued)
 	if storedSpecError(pool) != nil {
 		// Part of the spec is unknown: hold the runners there are, neither create nor retire.
 		st.desired = st.active()
 	}
-	st.rebuilt = r.Tracker.Rebuilt()
 	st.recent = recentRepositories(pool.Status.RecentRepositories, r.Tracker.PoolRepos(req.NamespacedName), r.Clock.Now())
 
 	res, scaleErr := r.scale(ctx, st)
+	if pool.UsesScaleSet() {
+		r.scaleSetStatus(st)
+	}
 	setStatus(st, r.Clock.Now(), r.FailureThreshold)
 	recordMetrics(st)
 	if err := r.Client.Status().Patch(ctx, pool, client.MergeFrom(before)); err != nil {
@@ -244,7 +258,11 @@ func (r *Reconciler) drain(ctx context.Context, pool *v1alpha1.RunnerPool, runne
 		// Runner changes wake the pool; the requeue is a backstop.
 		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
 	}
-	// Every runner is unregistered: the credentials are no longer needed for this pool.
+	// Every runner is unregistered: the scale set can go, then the credentials are no
+	// longer needed for this pool.
+	if res, done := r.removeScaleSet(ctx, pool); !done {
+		return res, nil
+	}
 	if err := r.releaseCredentials(ctx, pool); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -264,6 +282,11 @@ func RouterPool(pool *v1alpha1.RunnerPool) (demand.Pool, error) {
 	p := demand.Pool{
 		Key: types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}, Host: sc.Host,
 		Owner: sc.Owner, Repo: sc.Repo, Enterprise: sc.Enterprise, Labels: pool.Spec.RunnerLabels(),
+		External: pool.UsesScaleSet(),
+	}
+	if pool.UsesScaleSet() {
+		// Jobs reach a scale set by its name too.
+		p.Labels = append([]string{pool.ScaleSetName()}, p.Labels...)
 	}
 	switch sc.Kind {
 	case github.ScopeRepository:

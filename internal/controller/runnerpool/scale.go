@@ -59,6 +59,9 @@ type state struct {
 	// older one, replaced those retired in this pass to be made again (rollout.go).
 	templateHash       string
 	outdated, replaced int
+	// scaleSetReason and scaleSetMessage: the ScaleSetSession condition's (scale-set
+	// pools only).
+	scaleSetReason, scaleSetMessage string
 }
 
 // configBroken reports whether the pool's configuration keeps runners from being created.

@@ -1,0 +1,397 @@
+package scaleset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/actions/scaleset"
+	"github.com/actions/scaleset/listener"
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/demand"
+	"github.com/gantry-dev/gantry/internal/github"
+)
+
+// poolListener keeps one pool's scale set and message session: it ensures the scale
+// set, opens the session, long-polls it through the scaleset listener, and feeds the
+// Tracker and the pool's demand. Every failure is retried with backoff; only ctx ends it.
+type poolListener struct {
+	m    *Manager
+	key  types.NamespacedName
+	cfg  poolConfig
+	pool *v1alpha1.RunnerPool // as of Ensure: credentials, scope
+	log  logr.Logger
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu         sync.Mutex
+	status     v1alpha1.ScaleSetStatus
+	reason     string // of the ScaleSetSession condition
+	id         int64
+	assigned   int
+	haveStats  bool
+	maxRunners int32
+	minIdle    int32
+	lis        *listener.Listener
+}
+
+func newPoolListener(m *Manager, key types.NamespacedName, cfg poolConfig, pool *v1alpha1.RunnerPool) *poolListener {
+	return &poolListener{
+		m: m, key: key, cfg: cfg, pool: pool, id: cfg.knownID,
+		log: m.Log.WithValues("pool", key.String(), "scaleSet", cfg.name),
+		status: v1alpha1.ScaleSetStatus{
+			ID: cfg.knownID, Name: cfg.name, Session: v1alpha1.SessionConnecting, Message: "connecting to the Actions service",
+		},
+		reason: v1alpha1.ReasonScaleSetUnavailable,
+	}
+}
+
+// errNameTaken: a same-named scale set exists that Gantry did not create for this pool.
+type nameTakenError struct {
+	name string
+	id   int
+}
+
+func (e *nameTakenError) Error() string {
+	return fmt.Sprintf("a runner scale set named %q (id %d) already exists in the runner group and was not created by Gantry for this pool; "+
+		"Gantry does not take it over: delete it on GitHub (the workflows using it stop getting runners from it), or create a new pool with another demand.scaleSetName",
+		e.name, e.id)
+}
+
+// run connects and listens until ctx ends, backing off after each failure.
+func (l *poolListener) run(ctx context.Context) {
+	base, maxWait := l.m.BackoffBase, l.m.BackoffMax
+	if base == 0 {
+		base = time.Second
+	}
+	if maxWait == 0 {
+		maxWait = 30 * time.Second
+	}
+	wait := base
+	for ctx.Err() == nil {
+		active, err := l.connectAndListen(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		if active {
+			wait = base // it worked for a while: start the backoff over
+		}
+		l.failed(err)
+		select {
+		case <-ctx.Done():
+		case <-l.m.Clock.After(wait):
+		}
+		wait = min(2*wait, maxWait)
+	}
+	l.setSession(v1alpha1.SessionClosed, v1alpha1.ReasonNotLeader, "the session was closed: this controller stopped leading or the pool changed")
+}
+
+// failed records why the last attempt ended, in the status and the log.
+func (l *poolListener) failed(err error) {
+	var taken *nameTakenError
+	var cfg *controller.ConfigError
+	switch {
+	case errors.As(err, &taken):
+		l.setSession(v1alpha1.SessionError, v1alpha1.ReasonScaleSetNameTaken, err.Error())
+	case isSessionConflict(err):
+		l.setSession(v1alpha1.SessionConflict, v1alpha1.ReasonSessionConflict, "the Actions service holds another session for this scale set (409 RunnerScaleSetSessionConflictException), "+
+			"most often that of a controller that was stopped without closing it; retrying until the service lets this one in")
+	case errors.As(err, &cfg):
+		l.setSession(v1alpha1.SessionError, v1alpha1.ReasonScaleSetUnavailable, cfg.Message)
+	default:
+		l.setSession(v1alpha1.SessionError, v1alpha1.ReasonScaleSetUnavailable, truncate(err.Error()))
+	}
+	l.log.Info("Scale set session not running; retrying", "reason", truncate(err.Error()))
+}
+
+// connectAndListen ensures the scale set, opens a session and listens on it until an
+// error or ctx ends. active says whether the session got as far as listening.
+func (l *poolListener) connectAndListen(ctx context.Context) (active bool, err error) {
+	c, err := l.m.Clients.For(ctx, l.pool)
+	if err != nil {
+		return false, err
+	}
+	l.setSession(v1alpha1.SessionConnecting, v1alpha1.ReasonScaleSetUnavailable, "ensuring the scale set")
+	ss, err := l.ensureScaleSet(ctx, c)
+	if err != nil {
+		return false, err
+	}
+	l.setSession(v1alpha1.SessionConnecting, v1alpha1.ReasonScaleSetUnavailable, "opening the message session")
+	session, err := c.MessageSessionClient(ctx, ss.ID, l.m.Owner)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		// Close the session even when ctx has ended (leadership lost, shutdown): the
+		// next leader then gets in at once instead of waiting for it to expire.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if cerr := session.Close(cctx); cerr != nil && !isNotFound(cerr) {
+			l.log.Info("Closing the scale set session failed; it expires on the service", "reason", truncate(cerr.Error()))
+		} else {
+			l.log.V(1).Info("Closed the scale set session")
+		}
+	}()
+	lis, err := listener.New(session, listener.Config{
+		ScaleSetID: ss.ID,
+		MaxRunners: int(l.limits()),
+		Logger:     slog.New(logr.ToSlogHandler(l.log.V(2))),
+	}, listener.WithMetricsRecorder(l))
+	if err != nil {
+		return false, err
+	}
+	l.mu.Lock()
+	l.lis = lis
+	l.mu.Unlock()
+	l.setSession(v1alpha1.SessionActive, v1alpha1.ReasonSessionActive, "")
+	l.log.Info("Scale set session open", "scaleSetID", ss.ID)
+	err = lis.Run(ctx, l)
+	l.mu.Lock()
+	l.lis = nil
+	l.mu.Unlock()
+	return true, err
+}
+
+// ensureScaleSet finds the pool's scale set, creating it (again, if it was deleted on
+// GitHub) and bringing its labels up to date. A same-named scale set that is not the one
+// recorded for this pool is refused, never taken over.
+func (l *poolListener) ensureScaleSet(ctx context.Context, c *scaleset.Client) (*scaleset.RunnerScaleSet, error) {
+	want := make([]scaleset.Label, 0, len(l.cfg.labels))
+	for _, name := range l.cfg.labels {
+		want = append(want, scaleset.Label{Name: name, Type: "System"})
+	}
+	if id := l.scaleSetID(); id != 0 {
+		ss, err := c.GetRunnerScaleSetByID(ctx, int(id))
+		switch {
+		case err == nil && ss != nil && ss.ID != 0:
+			if !sameLabels(ss.Labels, want) {
+				l.log.Info("Updating the scale set's labels", "labels", l.cfg.labels)
+				upd, err := c.UpdateRunnerScaleSet(ctx, ss.ID, &scaleset.RunnerScaleSet{Name: ss.Name, RunnerGroupID: ss.RunnerGroupID, Labels: want})
+				if err != nil {
+					return nil, fmt.Errorf("updating scale set %d: %w", ss.ID, err)
+				}
+				ss = upd
+			}
+			l.setScaleSet(ss)
+			return ss, nil
+		case err == nil || isNotFound(err):
+			l.log.Info("The pool's scale set is gone from GitHub; creating it again", "scaleSetID", id)
+		default:
+			return nil, fmt.Errorf("reading scale set %d: %w", id, err)
+		}
+	}
+	group, err := c.GetRunnerGroupByName(ctx, l.cfg.group)
+	if err != nil {
+		return nil, fmt.Errorf("finding runner group %q: %w", l.cfg.group, err)
+	}
+	existing, err := c.GetRunnerScaleSet(ctx, group.ID, l.cfg.name)
+	if err != nil {
+		return nil, fmt.Errorf("looking up scale set %q: %w", l.cfg.name, err)
+	}
+	if existing != nil {
+		return nil, &nameTakenError{name: l.cfg.name, id: existing.ID}
+	}
+	created, err := c.CreateRunnerScaleSet(ctx, &scaleset.RunnerScaleSet{
+		Name: l.cfg.name, RunnerGroupID: group.ID, Labels: want,
+		RunnerSetting: scaleset.RunnerSetting{DisableUpdate: true},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating scale set %q: %w", l.cfg.name, err)
+	}
+	l.log.Info("Created the pool's runner scale set", "scaleSetID", created.ID)
+	l.setScaleSet(created)
+	l.recordID(ctx, created)
+	return created, nil
+}
+
+// recordID writes the new scale set's id to the pool's status at once: it is what
+// tells this pool's scale set from a same-named one Gantry did not create.
+func (l *poolListener) recordID(ctx context.Context, ss *scaleset.RunnerScaleSet) {
+	for attempt := range 5 {
+		pool := &v1alpha1.RunnerPool{}
+		err := l.m.Client.Get(ctx, l.key, pool)
+		if err == nil {
+			before := pool.DeepCopy()
+			if pool.Status.ScaleSet == nil {
+				pool.Status.ScaleSet = &v1alpha1.ScaleSetStatus{}
+			}
+			pool.Status.ScaleSet.ID, pool.Status.ScaleSet.Name = int64(ss.ID), ss.Name
+			pool.Status.ScaleSet.RunnerGroupID = int64(ss.RunnerGroupID)
+			if err = l.m.Client.Status().Patch(ctx, pool, client.MergeFrom(before)); err == nil {
+				return
+			}
+		}
+		l.log.Info("Recording the scale set's id in the pool's status failed; retrying", "attempt", attempt+1, "reason", err.Error())
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.m.Clock.After(time.Duration(attempt+1) * 200 * time.Millisecond):
+		}
+	}
+}
+
+// The listener's Scaler.
+
+// HandleDesiredRunnerCount receives statistics.totalAssignedJobs after every answer of
+// the long poll; the pool's desired runners follow it (RunnerPool controller).
+func (l *poolListener) HandleDesiredRunnerCount(_ context.Context, count int) (int, error) {
+	l.mu.Lock()
+	changed := !l.haveStats || l.assigned != count
+	l.assigned, l.haveStats = count, true
+	desired := max(0, min(count+int(l.minIdle), int(l.maxRunners)))
+	l.mu.Unlock()
+	if changed {
+		l.m.wake(l.key)
+	}
+	return desired, nil
+}
+
+// HandleJobStarted marks the runner busy, as an in_progress webhook would.
+func (l *poolListener) HandleJobStarted(_ context.Context, j *scaleset.JobStarted) error {
+	l.observe(demand.ActionInProgress, j.JobMessageBase, j.RunnerName, j.RunnerID)
+	return nil
+}
+
+// HandleJobCompleted ends the runner's job, as a completed webhook would.
+func (l *poolListener) HandleJobCompleted(_ context.Context, j *scaleset.JobCompleted) error {
+	l.observe(demand.ActionCompleted, j.JobMessageBase, j.RunnerName, j.RunnerID)
+	return nil
+}
+
+func (l *poolListener) observe(action demand.Action, j scaleset.JobMessageBase, runnerName string, runnerID int) {
+	id, err := strconv.ParseInt(j.JobID, 10, 64)
+	if err != nil || id == 0 {
+		id = -j.RunnerRequestID // not a workflow job id: keep it apart from them
+	}
+	sc, _ := github.ParseURL(l.cfg.url)
+	l.m.Tracker.Observe(demand.JobEvent{
+		Action: action,
+		Job: demand.Job{
+			ID: id, RunID: j.WorkflowRunID, Host: sc.Host, Owner: j.OwnerName, Repo: j.RepositoryName,
+			Labels: j.RequestLabels, RunnerName: runnerName, RunnerID: int64(runnerID), CreatedAt: j.QueueTime,
+		},
+		ObservedAt: l.m.Clock.Now(),
+	})
+	l.mu.Lock()
+	now := metav1.NewTime(l.m.Clock.Now())
+	l.status.LastMessageAt = &now
+	l.mu.Unlock()
+}
+
+// The listener's MetricsRecorder: the statistics go to the pool's status.
+
+func (l *poolListener) RecordStatistics(s *scaleset.RunnerScaleSetStatistic) {
+	if s == nil {
+		return
+	}
+	l.mu.Lock()
+	l.status.Statistics = &v1alpha1.ScaleSetStatistics{
+		AvailableJobs: int32(s.TotalAvailableJobs), AcquiredJobs: int32(s.TotalAcquiredJobs),
+		AssignedJobs: int32(s.TotalAssignedJobs), RunningJobs: int32(s.TotalRunningJobs),
+		RegisteredRunners: int32(s.TotalRegisteredRunners), BusyRunners: int32(s.TotalBusyRunners), IdleRunners: int32(s.TotalIdleRunners),
+	}
+	l.mu.Unlock()
+}
+func (l *poolListener) RecordJobStarted(*scaleset.JobStarted)     {}
+func (l *poolListener) RecordJobCompleted(*scaleset.JobCompleted) {}
+func (l *poolListener) RecordDesiredRunners(int)                  {}
+
+// State.
+
+func (l *poolListener) setLimits(maxRunners, minIdle int32) {
+	l.mu.Lock()
+	l.maxRunners, l.minIdle = maxRunners, minIdle
+	lis := l.lis
+	l.mu.Unlock()
+	if lis != nil {
+		lis.SetMaxRunners(int(maxRunners))
+	}
+}
+
+func (l *poolListener) limits() int32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.maxRunners
+}
+
+func (l *poolListener) setScaleSet(ss *scaleset.RunnerScaleSet) {
+	l.mu.Lock()
+	l.id = int64(ss.ID)
+	l.status.ID, l.status.Name, l.status.RunnerGroupID = int64(ss.ID), ss.Name, int64(ss.RunnerGroupID)
+	l.mu.Unlock()
+}
+
+func (l *poolListener) setSession(s v1alpha1.SessionState, reason, msg string) {
+	l.mu.Lock()
+	changed := l.status.Session != s || l.status.Message != msg || l.reason != reason
+	l.status.Session, l.status.Message, l.reason = s, msg, reason
+	if s != v1alpha1.SessionActive {
+		l.haveStats = false // no fresh count until the session answers again
+	}
+	l.mu.Unlock()
+	if changed {
+		l.m.wake(l.key)
+	}
+}
+
+func (l *poolListener) scaleSetID() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.id
+}
+
+func (l *poolListener) snapshot() (v1alpha1.ScaleSetStatus, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return *l.status.DeepCopy(), l.reason
+}
+
+func (l *poolListener) assignedJobs() (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.assigned, l.haveStats
+}
+
+// stop ends the listener and waits until its session is closed.
+func (l *poolListener) stop() {
+	if l.cancel == nil {
+		return
+	}
+	l.cancel()
+	<-l.done
+}
+
+func sameLabels(have, want []scaleset.Label) bool {
+	if len(have) != len(want) {
+		return false
+	}
+	seen := map[string]bool{}
+	for _, h := range have {
+		seen[strings.ToLower(h.Name)] = true
+	}
+	for _, w := range want {
+		if !seen[strings.ToLower(w.Name)] {
+			return false
+		}
+	}
+	return true
+}
+
+func truncate(s string) string {
+	if len(s) > 900 {
+		return s[:900] + "…"
+	}
+	return s
+}
