@@ -70,6 +70,10 @@ func (e *nameTakenError) Error() string {
 		e.name, e.id)
 }
 
+// conflictRetryMax caps the wait between attempts while the service holds another
+// session for the scale set.
+const conflictRetryMax = 5 * time.Second
+
 // run connects and listens until ctx ends, backing off after each failure.
 func (l *poolListener) run(ctx context.Context) {
 	base, maxWait := l.m.BackoffBase, l.m.BackoffMax
@@ -89,9 +93,14 @@ func (l *poolListener) run(ctx context.Context) {
 			wait = base // it worked for a while: start the backoff over
 		}
 		l.failed(err)
+		next := wait
+		if isSessionConflict(err) {
+			// The old session goes as soon as it expires: look often, a 409 is cheap.
+			next = min(wait, conflictRetryMax)
+		}
 		select {
 		case <-ctx.Done():
-		case <-l.m.Clock.After(wait):
+		case <-l.m.Clock.After(next):
 		}
 		wait = min(2*wait, maxWait)
 	}
@@ -344,6 +353,19 @@ func (l *poolListener) setSession(s v1alpha1.SessionState, reason, msg string) {
 	if changed {
 		l.m.wake(l.key)
 	}
+}
+
+// adoptID takes the scale set id recorded in the pool's status when the listener knows
+// none yet (the status was written after the listener started).
+func (l *poolListener) adoptID(id int64) {
+	if id == 0 {
+		return
+	}
+	l.mu.Lock()
+	if l.id == 0 {
+		l.id, l.status.ID = id, id
+	}
+	l.mu.Unlock()
 }
 
 func (l *poolListener) scaleSetID() int64 {

@@ -93,6 +93,7 @@ func (m *Manager) Ensure(pool *v1alpha1.RunnerPool) {
 	if old != nil && old.cfg.equal(cfg) {
 		m.mu.Unlock()
 		old.setLimits(pool.Spec.MaxRunners, pool.Spec.MinIdle)
+		old.adoptID(cfg.knownID)
 		return
 	}
 	delete(m.pools, key)

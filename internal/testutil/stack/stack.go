@@ -34,6 +34,9 @@ type Options struct {
 	// (SimURL is then https://) and has the manager trust the CA through its CA bundle,
 	// with http:// GitHub URLs refused.
 	TLS *CA
+	// ActionsSessionTimeout and ActionsPollHold are the simulated Actions service's
+	// (simgithub.Options); zero keeps its defaults.
+	ActionsSessionTimeout, ActionsPollHold time.Duration
 }
 
 // Stack is one test's simulator and manager.
@@ -55,9 +58,11 @@ func Start(t *testing.T, env *testenv.Env, ns string, o Options) *Stack {
 		srv.TLS = o.TLS.ServerConfig(t)
 	}
 	s.Sim = simgithub.New(simgithub.Options{
-		URL:        s.SimURL,
-		PATs:       []simgithub.PAT{{Token: o.Token, Login: "ci-bot", Scopes: []string{"repo", "admin:org", "manage_runners:org", "admin:org_hook"}}},
-		RateLimits: o.RateLimits,
+		URL:                   s.SimURL,
+		PATs:                  []simgithub.PAT{{Token: o.Token, Login: "ci-bot", Scopes: []string{"repo", "admin:org", "manage_runners:org", "admin:org_hook"}}},
+		RateLimits:            o.RateLimits,
+		ActionsSessionTimeout: o.ActionsSessionTimeout,
+		ActionsPollHold:       o.ActionsPollHold,
 	})
 	srv.Config.Handler = s.Sim
 	if o.TLS != nil {

@@ -1,0 +1,299 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/actions/scaleset"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller/runner"
+	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
+	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
+	"github.com/gantry-dev/gantry/internal/testutil/stack"
+)
+
+// newScaleSetWorld is newWorld with a simulated Actions service whose long poll holds
+// for 2 s and whose abandoned sessions expire after sessionTimeout.
+func newScaleSetWorld(t *testing.T, sessionTimeout time.Duration) *world {
+	t.Helper()
+	w := &world{t: t, ns: env.Namespace(t), c: env.Client}
+	st := stack.Start(t, env, w.ns, stack.Options{
+		Token: testToken, CredentialsSecret: "github-creds", WebhookSecret: webhookSecret,
+		RateLimits:            simgithub.RateLimits{Disabled: true},
+		ActionsPollHold:       2 * time.Second,
+		ActionsSessionTimeout: sessionTimeout,
+	})
+	w.sim, w.simURL, w.gantry, w.hookURL = st.Sim, st.SimURL, st.Gantry, st.HookURL
+	return w
+}
+
+// scaleSetClient is GitHub's own Actions service client, as another listener (a dead
+// controller, a person) would use it.
+func (w *world) scaleSetClient() *scaleset.Client {
+	w.t.Helper()
+	c, err := scaleset.NewClientWithPersonalAccessToken(scaleset.NewClientWithPersonalAccessTokenConfig{
+		GitHubConfigURL: w.simURL + "/acme", PersonalAccessToken: testToken,
+		SystemInfo: scaleset.SystemInfo{System: "gantry-test"},
+	}, scaleset.WithRetryMax(1), scaleset.WithRetryWaitMax(10*time.Millisecond))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return c
+}
+
+// waitSession waits until the pool's ScaleSetSession condition is True and returns the
+// scale set's id.
+func (w *world) waitSession(pool string) int64 {
+	w.t.Helper()
+	var id int64
+	w.eventually("the scale set session of "+pool+" to be active", func() (bool, error) {
+		p := w.getPool(pool)
+		c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionScaleSetSession)
+		if p.Status.ScaleSet == nil || c == nil || c.Status != "True" || p.Status.ScaleSet.ID == 0 {
+			return false, nil
+		}
+		id = p.Status.ScaleSet.ID
+		return true, nil
+	})
+	return id
+}
+
+// runScaleSetJobs plays kubelet and agent for every runner of the pool until n jobs
+// have completed, then lets their pods exit.
+func (w *world) runScaleSetJobs(pool string, n int) {
+	w.t.Helper()
+	started := map[string]bool{}
+	var wg sync.WaitGroup
+	errs := make(chan error, n*2)
+	w.eventuallyWithin(90*time.Second, fmt.Sprintf("%d jobs to complete", n), func() (bool, error) {
+		for _, rn := range w.runners(pool) {
+			if started[rn.Name] || rn.Status.PodName == "" || rn.Status.GitHubRunnerID == 0 || !rn.DeletionTimestamp.IsZero() {
+				continue
+			}
+			started[rn.Name] = true
+			w.setPodRunning(rn.Name)
+			secret := &corev1.Secret{}
+			if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: rn.Name}, secret); err != nil {
+				return false, err
+			}
+			agent, err := runnerapi.NewClientFromJITConfig(string(secret.Data[runner.JITConfigKey]), nil)
+			if err != nil {
+				return false, err
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				if _, err := agent.Run(ctx, runnerapi.RunOptions{PollWait: 2 * time.Second}); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		done := 0
+		for _, j := range w.sim.Jobs() {
+			if j.Status == "completed" {
+				done++
+			}
+		}
+		return done == n, nil
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		w.t.Errorf("agent: %v", err)
+	}
+	for name := range started {
+		w.setPodExitedUnlessGone(name, 0)
+	}
+}
+
+// A scale-set pool creates its scale set with the pool's labels, opens a session, scales
+// from zero for the jobs GitHub assigns it, back to zero, and on deletion leaves nothing
+// behind: no runner, no pod, no scale set, no session.
+func TestScaleSetPoolScalesFromZeroAndBack(t *testing.T) {
+	const jobs = 4
+	w := newScaleSetWorld(t, 0)
+	w.create(w.pool("ss").ScaleSet("").MaxRunners(jobs).Obj())
+	id := w.waitSession("ss")
+
+	sets := w.sim.ScaleSets()
+	if len(sets) != 1 || sets[0].ID != id || sets[0].Name != "ss" || sets[0].Session == "" {
+		t.Fatalf("scale sets on GitHub = %+v, want one named ss (id %d) with a session", sets, id)
+	}
+	for _, want := range []string{"ss", "self-hosted", "linux", "x64"} {
+		if !containsFold(sets[0].Labels, want) {
+			t.Errorf("scale set labels %v lack %q", sets[0].Labels, want)
+		}
+	}
+	if n := len(w.runners("ss")); n != 0 {
+		t.Fatalf("%d runners before any job, want 0", n)
+	}
+
+	for range jobs {
+		if _, err := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/api", Labels: []string{"ss"}, Duration: simgithub.Duration(100 * time.Millisecond)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.runScaleSetJobs("ss", jobs)
+	w.eventually("the pool back at zero", func() (bool, error) {
+		p := w.getPool("ss")
+		return len(w.runners("ss")) == 0 && len(w.sim.Runners()) == 0 && p.Status.ScaleSet != nil &&
+			p.Status.ScaleSet.Statistics != nil && p.Status.ScaleSet.Statistics.AssignedJobs == 0, nil
+	})
+
+	if err := w.c.Delete(w.ctx(), w.getPool("ss")); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("the pool and its scale set gone", func() (bool, error) {
+		p := &v1alpha1.RunnerPool{}
+		err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: "ss"}, p)
+		return err != nil && len(w.sim.ScaleSets()) == 0, nil
+	})
+	var pods corev1.PodList
+	if err := w.c.List(w.ctx(), &pods); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Namespace == w.ns {
+			t.Errorf("pod %s left over", p.Name)
+		}
+	}
+}
+
+// A scale set deleted on GitHub is created again, and jobs flow through the new one.
+func TestScaleSetDeletedOnGitHubIsRecreated(t *testing.T) {
+	w := newScaleSetWorld(t, 0)
+	w.create(w.pool("again").ScaleSet("").MaxRunners(2).Obj())
+	first := w.waitSession("again")
+	if err := w.scaleSetClient().DeleteRunnerScaleSet(w.ctx(), int(first)); err != nil {
+		t.Fatal(err)
+	}
+	var second int64
+	w.eventuallyWithin(60*time.Second, "a new scale set in the pool's status", func() (bool, error) {
+		p := w.getPool("again")
+		c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionScaleSetSession)
+		if p.Status.ScaleSet == nil || p.Status.ScaleSet.ID == first || p.Status.ScaleSet.ID == 0 || c == nil || c.Status != "True" {
+			return false, nil
+		}
+		second = p.Status.ScaleSet.ID
+		return true, nil
+	})
+	if sets := w.sim.ScaleSets(); len(sets) != 1 || sets[0].ID != second {
+		t.Fatalf("scale sets on GitHub = %+v, want only the new one, %d", sets, second)
+	}
+	if _, err := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/api", Labels: []string{"again"}, Duration: simgithub.Duration(100 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	w.runScaleSetJobs("again", 1)
+}
+
+// A session left open by a controller that died (SIGKILL: it could not close it) is
+// the Actions service's until it expires: the new leader is refused with 409, says so
+// in the ScaleSetSession condition, retries with backoff, and gets in once it expires.
+// A session the broker drops (refresh answered 404) is created again.
+func TestSessionHeldByADeadLeaderIsTakenOver(t *testing.T) {
+	const expiry = 8 * time.Second
+	w := newScaleSetWorld(t, expiry)
+	// What the dead leader left: the scale set it created and recorded in the pool's
+	// status, and its open session.
+	c := w.scaleSetClient()
+	group, err := c.GetRunnerGroupByName(w.ctx(), "Default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := c.CreateRunnerScaleSet(w.ctx(), &scaleset.RunnerScaleSet{Name: "ha", RunnerGroupID: group.ID,
+		Labels: []scaleset.Label{{Name: "ha"}, {Name: "self-hosted"}, {Name: "linux"}, {Name: "x64"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.MessageSessionClient(w.ctx(), ss.ID, "dead-leader"); err != nil {
+		t.Fatal(err)
+	}
+	pool := w.pool("ha").ScaleSet("").Obj()
+	w.create(pool)
+	before := pool.DeepCopy()
+	pool.Status.ScaleSet = &v1alpha1.ScaleSetStatus{ID: int64(ss.ID), Name: "ha"}
+	if err := w.c.Status().Patch(w.ctx(), pool, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	w.eventually("the conflict shown in the ScaleSetSession condition", func() (bool, error) {
+		c := meta.FindStatusCondition(w.getPool("ha").Status.Conditions, v1alpha1.ConditionScaleSetSession)
+		return c != nil && c.Status == "False" && c.Reason == v1alpha1.ReasonSessionConflict, nil
+	})
+	id := w.waitSession("ha")
+	took := time.Since(start)
+	if id != int64(ss.ID) {
+		t.Errorf("the pool's scale set is %d, want the recorded %d (never a new one)", id, ss.ID)
+	}
+	if took < expiry/2 {
+		t.Errorf("the session was taken over after %v, before the old one could expire (%v)", took, expiry)
+	}
+	t.Logf("session taken over %v after the pool was created (the dead leader's session expires after %v of silence)", took.Round(100*time.Millisecond), expiry)
+	if sets := w.sim.ScaleSets(); len(sets) != 1 || sets[0].Session == "dead-leader" || sets[0].Session == "" {
+		t.Fatalf("scale sets = %+v, want one whose session is Gantry's", sets)
+	}
+
+	// The broker drops the session: the controller opens a new one.
+	if err := w.sim.DropScaleSetSession(id); err != nil {
+		t.Fatal(err)
+	}
+	w.eventuallyWithin(60*time.Second, "a new session after the broker dropped the old one", func() (bool, error) {
+		sets := w.sim.ScaleSets()
+		return len(sets) == 1 && sets[0].Session != "", nil
+	})
+	if _, err := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/api", Labels: []string{"ha"}, Duration: simgithub.Duration(100 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	w.runScaleSetJobs("ha", 1)
+}
+
+// A same-named scale set Gantry did not create for the pool is never taken over: the
+// pool is not Ready (ScaleSetNameTaken) and creates no runner, even for its jobs.
+func TestForeignScaleSetIsNotTakenOver(t *testing.T) {
+	w := newScaleSetWorld(t, 0)
+	c := w.scaleSetClient()
+	group, err := c.GetRunnerGroupByName(w.ctx(), "Default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := c.CreateRunnerScaleSet(w.ctx(), &scaleset.RunnerScaleSet{Name: "taken", RunnerGroupID: group.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.create(w.pool("taken").ScaleSet("").Obj())
+	w.eventually("the pool not Ready with ScaleSetNameTaken", func() (bool, error) {
+		p := w.getPool("taken")
+		ready := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+		sess := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionScaleSetSession)
+		return ready != nil && ready.Status == "False" && ready.Reason == v1alpha1.ReasonScaleSetNameTaken &&
+			sess != nil && sess.Reason == v1alpha1.ReasonScaleSetNameTaken && strings.Contains(sess.Message, "delete it on GitHub"), nil
+	})
+	sets := w.sim.ScaleSets()
+	if len(sets) != 1 || sets[0].ID != int64(foreign.ID) || sets[0].Session != "" {
+		t.Fatalf("scale sets = %+v, want only the foreign one, without a session", sets)
+	}
+	if n := len(w.runners("taken")); n != 0 {
+		t.Errorf("%d runners, want 0", n)
+	}
+}
+
+func containsFold(list []string, s string) bool {
+	for _, l := range list {
+		if strings.EqualFold(l, s) {
+			return true
+		}
+	}
+	return false
+}
