@@ -60,7 +60,7 @@ name in capitals, dashes as underscores, prefixed with GANTRY_ (GANTRY_LEADER_EL
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fl.StringVar(&f.webhookAddr, "webhook-bind-address", ":9090", "address of GitHub's webhook endpoint, /webhook")
 	fl.StringVar(&f.webhookAdvertiseAddr, "webhook-advertise-address", "", "HOST:PORT where the other replicas reach this one's webhook endpoint, so that a standby forwards deliveries to the leader (default: $POD_IP and the webhook port)")
-	fl.StringVar(&f.webhookSecret, "webhook-secret", "", "NAMESPACE/NAME of the Secret whose webhook_secret key verifies deliveries (required)")
+	fl.StringVar(&f.webhookSecret, "webhook-secret", "", "NAMESPACE/NAME of the Secret whose webhook_secret key verifies deliveries (needed for demand.source Webhook; without it every delivery is refused)")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect one active replica (run several for HA)")
 	fl.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's)")
 	fl.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", manager.DefaultLeaseDuration, "how long a leader's lease lasts unrenewed: a standby takes over about this plus the retry period after a leader dies without releasing it")
@@ -156,11 +156,11 @@ func runController(f *controllerFlags) error {
 	}
 	ctrl.SetLogger(zap.New(logOpts))
 	log := ctrl.Log.WithName("setup")
+	var hookSecret types.NamespacedName
 	if f.webhookSecret == "" {
-		return fmt.Errorf("--webhook-secret (or GANTRY_WEBHOOK_SECRET) is required: NAMESPACE/NAME of the Secret holding webhook_secret")
-	}
-	hookSecret, err := parseNamespacedName(f.webhookSecret)
-	if err != nil {
+		log.Info("No --webhook-secret: the webhook endpoint refuses every delivery. Pools with demand.source ScaleSet need none; " +
+			"Webhook pools then learn of jobs only from resync")
+	} else if hookSecret, err = parseNamespacedName(f.webhookSecret); err != nil {
 		return fmt.Errorf("--webhook-secret: %w", err)
 	}
 	var caBundle []byte

@@ -50,7 +50,7 @@ func TestControllerRefusesBadSettings(t *testing.T) {
 	if _, err := parseNamespacedName("no-slash"); err == nil {
 		t.Error("parseNamespacedName accepted a name without a namespace")
 	}
-	if err := runController(&controllerFlags{logFormat: "json", logLevel: "info"}); err == nil || !strings.Contains(err.Error(), "--webhook-secret") {
-		t.Errorf("runController without a webhook secret = %v, want an error naming --webhook-secret", err)
+	if err := runController(&controllerFlags{logFormat: "json", logLevel: "info", webhookSecret: "no-slash"}); err == nil || !strings.Contains(err.Error(), "--webhook-secret") {
+		t.Errorf("runController with a malformed webhook secret = %v, want an error naming --webhook-secret", err)
 	}
 }

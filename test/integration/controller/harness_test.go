@@ -112,10 +112,15 @@ func (w *world) dump() {
 	w.t.Logf("GitHub runners: %+v", w.sim.Runners())
 }
 
+// runners lists a pool's runners; pool "" lists every runner of the namespace.
 func (w *world) runners(pool string) []v1alpha1.Runner {
 	w.t.Helper()
 	var list v1alpha1.RunnerList
-	if err := w.c.List(w.ctx(), &list, client.InNamespace(w.ns), client.MatchingLabels{v1alpha1.LabelPool: pool}); err != nil {
+	opts := []client.ListOption{client.InNamespace(w.ns)}
+	if pool != "" {
+		opts = append(opts, client.MatchingLabels{v1alpha1.LabelPool: pool})
+	}
+	if err := w.c.List(w.ctx(), &list, opts...); err != nil {
 		w.t.Fatal(err)
 	}
 	return list.Items

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -22,14 +23,15 @@ import (
 )
 
 // newScaleSetWorld is newWorld with a simulated Actions service whose long poll holds
-// for 2 s and whose abandoned sessions expire after sessionTimeout.
-func newScaleSetWorld(t *testing.T, sessionTimeout time.Duration) *world {
+// for pollHold and whose abandoned sessions expire after sessionTimeout (0: the
+// simulator's defaults, GitHub's 50 s and 2 minutes).
+func newScaleSetWorld(t *testing.T, sessionTimeout, pollHold time.Duration) *world {
 	t.Helper()
 	w := &world{t: t, ns: env.Namespace(t), c: env.Client}
 	st := stack.Start(t, env, w.ns, stack.Options{
 		Token: testToken, CredentialsSecret: "github-creds", WebhookSecret: webhookSecret,
 		RateLimits:            simgithub.RateLimits{Disabled: true},
-		ActionsPollHold:       2 * time.Second,
+		ActionsPollHold:       pollHold,
 		ActionsSessionTimeout: sessionTimeout,
 	})
 	w.sim, w.simURL, w.gantry, w.hookURL = st.Sim, st.SimURL, st.Gantry, st.HookURL
@@ -122,7 +124,7 @@ func (w *world) runScaleSetJobs(pool string, n int) {
 // behind: no runner, no pod, no scale set, no session.
 func TestScaleSetPoolScalesFromZeroAndBack(t *testing.T) {
 	const jobs = 4
-	w := newScaleSetWorld(t, 0)
+	w := newScaleSetWorld(t, 0, 2*time.Second)
 	w.create(w.pool("ss").ScaleSet("").MaxRunners(jobs).Obj())
 	id := w.waitSession("ss")
 
@@ -172,7 +174,7 @@ func TestScaleSetPoolScalesFromZeroAndBack(t *testing.T) {
 
 // A scale set deleted on GitHub is created again, and jobs flow through the new one.
 func TestScaleSetDeletedOnGitHubIsRecreated(t *testing.T) {
-	w := newScaleSetWorld(t, 0)
+	w := newScaleSetWorld(t, 0, 2*time.Second)
 	w.create(w.pool("again").ScaleSet("").MaxRunners(2).Obj())
 	first := w.waitSession("again")
 	if err := w.scaleSetClient().DeleteRunnerScaleSet(w.ctx(), int(first)); err != nil {
@@ -203,7 +205,7 @@ func TestScaleSetDeletedOnGitHubIsRecreated(t *testing.T) {
 // A session the broker drops (refresh answered 404) is created again.
 func TestSessionHeldByADeadLeaderIsTakenOver(t *testing.T) {
 	const expiry = 8 * time.Second
-	w := newScaleSetWorld(t, expiry)
+	w := newScaleSetWorld(t, expiry, 2*time.Second)
 	// What the dead leader left: the scale set it created and recorded in the pool's
 	// status, and its open session.
 	c := w.scaleSetClient()
@@ -262,7 +264,7 @@ func TestSessionHeldByADeadLeaderIsTakenOver(t *testing.T) {
 // A same-named scale set Gantry did not create for the pool is never taken over: the
 // pool is not Ready (ScaleSetNameTaken) and creates no runner, even for its jobs.
 func TestForeignScaleSetIsNotTakenOver(t *testing.T) {
-	w := newScaleSetWorld(t, 0)
+	w := newScaleSetWorld(t, 0, 2*time.Second)
 	c := w.scaleSetClient()
 	group, err := c.GetRunnerGroupByName(w.ctx(), "Default")
 	if err != nil {
@@ -296,4 +298,84 @@ func containsFold(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// Two hundred scale-set pools live in the one manager: every pool gets its scale set
+// and an open session, idle sessions cost the Actions service little, and a burst
+// spread over fifty of them is run to the end. The figures are logged; they include
+// the simulator's side of each long poll, which runs in this process too (the bench,
+// `gantry sim run --scenario idle-scalesets`, measures the controller alone).
+func TestTwoHundredScaleSetPoolsInOneManager(t *testing.T) {
+	if testing.Short() {
+		t.Skip("200 pools and a minute of idle sessions: not in -short")
+	}
+	const pools, burst = 200, 50
+	w := newScaleSetWorld(t, 0, 0)
+	runtime.GC()
+	goroutines0 := runtime.NumGoroutine()
+	var mem0 runtime.MemStats
+	runtime.ReadMemStats(&mem0)
+
+	start := time.Now()
+	for i := range pools {
+		w.create(w.pool(fmt.Sprintf("p%03d", i)).ScaleSet("").MaxRunners(2).Obj())
+	}
+	w.eventuallyWithin(3*time.Minute, "200 sessions open", func() (bool, error) {
+		open := 0
+		for _, ss := range w.sim.ScaleSets() {
+			if ss.Session != "" {
+				open++
+			}
+		}
+		return open == pools, nil
+	})
+	t.Logf("%d scale sets created and their sessions opened in %v", pools, time.Since(start).Round(100*time.Millisecond))
+
+	// A minute of idle sessions: the long poll holds 50 s, as GitHub's does.
+	w.sim.ResetCallCounts()
+	idleStart := time.Now()
+	time.Sleep(time.Minute)
+	idle := time.Since(idleStart)
+	var service int64
+	for route, c := range w.sim.CallCounts() {
+		if isActionsServiceRoute(route) {
+			service += c.Total
+		} else if c.Total > 0 {
+			t.Logf("REST while idle: %s %d", route, c.Total)
+		}
+	}
+	runtime.GC()
+	var mem1 runtime.MemStats
+	runtime.ReadMemStats(&mem1)
+	perMin := float64(service) / idle.Minutes()
+	t.Logf("200 idle scale-set pools: %d goroutines more than before (both ends of each long poll), heap +%.1f MiB, %.0f Actions service calls per minute (%.2f per pool)",
+		runtime.NumGoroutine()-goroutines0, float64(int64(mem1.HeapAlloc)-int64(mem0.HeapAlloc))/(1<<20), perMin, perMin/pools)
+	if perMin/pools > 3 {
+		t.Errorf("%.2f Actions service calls per idle pool per minute, want at most 3 (one long poll per 50 s and its rare refresh)", perMin/pools)
+	}
+
+	// A burst spread over fifty of them: one job each.
+	w.sim.ResetCallCounts()
+	burstStart := time.Now()
+	for i := range burst {
+		if _, err := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/api", Labels: []string{fmt.Sprintf("p%03d", i*pools/burst)},
+			Duration: simgithub.Duration(100 * time.Millisecond)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.runScaleSetJobs("", burst)
+	w.eventuallyWithin(2*time.Minute, "every pool back at zero", func() (bool, error) {
+		return len(w.runners("")) == 0 && len(w.sim.Runners()) == 0, nil
+	})
+	var calls int64
+	for _, c := range w.sim.CallCounts() {
+		calls += c.Total
+	}
+	t.Logf("a burst of %d jobs over %d pools ran and drained in %v with %.1f GitHub calls per job (REST and Actions service, long polls included)",
+		burst, burst, time.Since(burstStart).Round(100*time.Millisecond), float64(calls)/burst)
+}
+
+// isActionsServiceRoute tells the simulator's Actions service routes from REST's.
+func isActionsServiceRoute(route string) bool {
+	return strings.Contains(route, "/_apis/") || strings.Contains(route, "runner-registration")
 }
