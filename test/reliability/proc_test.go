@@ -117,7 +117,7 @@ func (p *controllerProc) launch() error {
 		return err
 	}
 	cmd := exec.Command(name, args...) //nolint:noctx // killed by process group, never by a context
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+p.opts.kubeconfig, "HOME=/tmp")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+p.opts.kubeconfig, "HOME=/tmp", "POD_NAME="+p.opts.name)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, killed with the test process if that dies first.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -88,6 +88,9 @@ type worldOptions struct {
 	viaAPIProxy bool
 	// rateLimits replaces "off" as the simulator's initial rate limits.
 	rateLimits *simgithub.RateLimits
+	// sessionTimeout is how long the Actions service keeps a silent scale set session
+	// (0: the simulator's default).
+	sessionTimeout time.Duration
 }
 
 func newWorld(t *testing.T, opts worldOptions) *world {
@@ -119,7 +122,8 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 		WebhookWorkers: 8,
 		// A runner whose pod was killed stops talking; GitHub notices and gives its
 		// assigned job back to the queue.
-		RunnerLostTimeout: 5 * time.Second,
+		RunnerLostTimeout:     5 * time.Second,
+		ActionsSessionTimeout: opts.sessionTimeout,
 	})
 	w.simSrv.Config.Handler = w.sim
 	w.simSrv.Start()

@@ -1,0 +1,73 @@
+package reliability
+
+import (
+	"testing"
+	"time"
+
+	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
+)
+
+// haSessionTimeout is how long the simulated Actions service keeps the killed leader's
+// silent session in TestHAScaleSetLeaderKilledMidBurst.
+const haSessionTimeout = 15 * time.Second
+
+// Two replicas with leader election and a scale-set pool: nothing reaches in, the
+// leader long-polls the scale set's session. Mid-burst the leader is SIGKILLed, so
+// neither its Lease nor its session is released; more jobs are queued meanwhile. The
+// standby takes the Lease, meets the dead leader's session (409) until the service
+// lets it go, opens its own, and every job runs: none lost, none run twice.
+func TestHAScaleSetLeaderKilledMidBurst(t *testing.T) {
+	t.Parallel()
+	s := scale()
+	w := newWorld(t, worldOptions{sessionTimeout: haSessionTimeout})
+	w.controller("replica-a", nil)
+	w.controller("replica-b", nil)
+	w.create(w.pool("ha-ss").ScaleSet("").MaxRunners(int32(100 * s)).Obj())
+	leader := w.leader(60 * time.Second)
+	w.eventually("the leader's scale set session", 60*time.Second, func() bool {
+		ss := w.sim.ScaleSets()
+		return len(ss) == 1 && ss[0].Session == leader.opts.name
+	})
+
+	n1, n2 := 12*s, 8*s
+	w.queue(n1, 6*time.Second)
+	w.eventually("the burst under way", 60*time.Second, func() bool {
+		return w.jobsIn(simgithub.StatusInProgress) >= n1/3
+	})
+	w.fig.measure("jobs_running_at_kill", float64(w.jobsIn(simgithub.StatusInProgress)))
+	w.fig.measure("jobs_queued_at_kill", float64(w.jobsIn(simgithub.StatusQueued)))
+
+	killedAt := time.Now()
+	leader.kill()
+	w.queue(n2, 3*time.Second)
+
+	var sessionAt time.Time
+	var successor string
+	w.eventually("the new leader's session", 90*time.Second, func() bool {
+		ss := w.sim.ScaleSets()
+		if len(ss) == 1 && ss[0].Session != "" && ss[0].Session != leader.opts.name {
+			sessionAt, successor = time.Now(), ss[0].Session
+			return true
+		}
+		return false
+	})
+	w.fig.measure("kill_to_new_session_seconds", round(sessionAt.Sub(killedAt).Seconds()))
+	w.eventually("a runner created by the new leader", 60*time.Second, func() bool {
+		return w.obs.createdSince(sessionAt) > 0
+	})
+	w.fig.measure("kill_to_first_new_runner_seconds", round(time.Since(killedAt).Seconds()))
+	t.Logf("leader killed; %s opened its session after %.1fs (the dead session expires after %v of silence)",
+		successor, sessionAt.Sub(killedAt).Seconds(), haSessionTimeout)
+
+	w.finish(3 * time.Minute)
+	if unused := w.fig.Measures["runners_unused"]; unused != 0 {
+		t.Errorf("%v runners never ran a job", unused)
+	}
+	// The Lease (8 s) and the dead session (15 s) both run out; retries every 5 s at most.
+	if d := sessionAt.Sub(killedAt); d > haSessionTimeout+15*time.Second {
+		t.Errorf("the new session came %s after the kill, want within the dead session's expiry plus a retry", d)
+	}
+	w.fig.fault(fault{Kind: "leader SIGKILL mid-burst, scale-set pool (2 replicas)", Count: 1,
+		Seconds: round(sessionAt.Sub(killedAt).Seconds()), Survived: !t.Failed()})
+	w.fig.write()
+}
