@@ -114,7 +114,8 @@ fuzz: ## Run every fuzz target for FUZZTIME inputs (default 50000x) each
 demo: build k8s-bins ## The whole system on a simulated cluster and GitHub: 40 jobs, a live view, a report (out/demo)
 	bin/gantry sim run --scenario demo --out out/demo --k8s-bins "$(K8S_BINS)"
 
-BENCH_SCENARIOS ?= burst steady scale
+# burst-scaleset right after burst: its pickup is judged against burst's of the same run.
+BENCH_SCENARIOS ?= burst burst-scaleset steady scale
 .PHONY: bench
 bench: build k8s-bins ## Benchmark scenarios (BENCH_SCENARIOS) into out/bench, compared with bench/baseline.json
 	@status=0; for s in $(BENCH_SCENARIOS); do \

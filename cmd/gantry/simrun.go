@@ -23,6 +23,7 @@ func newSimRunCommand() *cobra.Command {
 	var (
 		scenario, out, bins string
 		traceFile, faults   string
+		demandSource        string
 		traceSpeed          float64
 		maxRunners          int32
 		seed                uint64
@@ -38,17 +39,22 @@ live view; and writes <out>/report.json and <out>/report.html.
 
 --trace FILE replays a recorded trace of workflow jobs instead (docs/sim.md: the
 format; gantry sim export-trace writes one from a real organization). --faults FILE
-plays a fault schedule during the workload of any scenario.
+plays a fault schedule during the workload of any scenario. --demand-source ScaleSet
+runs any scenario or trace with the pool's demand from a runner scale set (renamed
+NAME-scaleset: burst becomes burst-scaleset).
 
-After Gantry's workload, a burst or steady scenario (no trace, no faults) is run again
-by an oracle that makes only a JIT configuration, a Secret and a pod per job: the
-floor, reported beside Gantry's figures (--no-floor skips it).
+After Gantry's workload, a burst or steady scenario (no trace, no faults, demand from
+webhooks) is run again by an oracle that makes only a JIT configuration, a Secret and
+a pod per job: the floor, reported beside Gantry's figures (--no-floor skips it).
 
 Scenarios: ` + scenarioList(),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sc, err := chooseScenario(cmd, scenario, traceFile, traceSpeed)
 			if err != nil {
+				return err
+			}
+			if sc, err = withDemandSource(sc, demandSource); err != nil {
 				return err
 			}
 			if faults != "" {
@@ -85,6 +91,7 @@ Scenarios: ` + scenarioList(),
 	cmd.Flags().StringVar(&traceFile, "trace", "", "replay this trace of workflow jobs (JSON Lines, docs/sim.md) instead of a scenario")
 	cmd.Flags().Float64Var(&traceSpeed, "trace-speed", 1, "replay the trace this many times faster (arrivals and job durations)")
 	cmd.Flags().StringVar(&faults, "faults", "", "play this fault schedule (JSON, docs/sim.md) during the workload")
+	cmd.Flags().StringVar(&demandSource, "demand-source", "", "take the pool's demand from Webhook or ScaleSet (spec.demand.source), overriding the scenario's; a scenario that changes source is renamed (docs/sim.md)")
 	cmd.Flags().Int32Var(&maxRunners, "max-runners", 0, "override the pool's maxRunners")
 	cmd.Flags().BoolVar(&noFloor, "no-floor", false, "skip the floor: the oracle's run of a burst or steady workload after Gantry's (docs/sim.md)")
 	return cmd
@@ -111,6 +118,19 @@ func chooseScenario(cmd *cobra.Command, name, traceFile string, speed float64) (
 		return run.Scenario{}, fmt.Errorf("%s: %w", traceFile, err)
 	}
 	return run.TraceScenario(tr, traceFile, speed), nil
+}
+
+// withDemandSource is sc on the demand source the --demand-source flag names (sc as
+// it is when the flag is empty).
+func withDemandSource(sc run.Scenario, flag string) (run.Scenario, error) {
+	if flag == "" {
+		return sc, nil
+	}
+	src, err := run.ParseDemandSource(flag)
+	if err != nil {
+		return sc, fmt.Errorf("--demand-source: %w", err)
+	}
+	return run.WithDemandSource(sc, src), nil
 }
 
 // withFaults gives a scenario a fault schedule, and the faults scenario's recovery

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/sim/fault"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 	"github.com/gantry-dev/gantry/internal/sim/run"
@@ -197,5 +199,27 @@ func TestParseSince(t *testing.T) {
 		if _, err := parseSince(bad, now); err == nil {
 			t.Errorf("parseSince(%q) accepted", bad)
 		}
+	}
+}
+
+func TestDemandSourceFlag(t *testing.T) {
+	burst := run.Scenarios["burst"]
+	for flag, want := range map[string]string{"": "burst", "Webhook": "burst", "ScaleSet": "burst-scaleset", "scaleset": "burst-scaleset"} {
+		sc, err := withDemandSource(burst, flag)
+		if err != nil || sc.Name != want {
+			t.Errorf("--demand-source %q on burst: %s, %v; want %s", flag, sc.Name, err, want)
+		}
+	}
+	if sc, _ := withDemandSource(burst, "ScaleSet"); sc.DemandSource != v1alpha1.DemandSourceScaleSet || sc.Description != run.Scenarios["burst-scaleset"].Description {
+		t.Errorf("--demand-source ScaleSet on burst = %+v, want burst-scaleset", sc)
+	}
+	// An invalid value fails the command before anything starts.
+	cmd := newSimRunCommand()
+	cmd.SetArgs([]string{"--demand-source", "webhooks", "--out", t.TempDir(), "--k8s-bins", t.TempDir()})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	err := cmd.Execute()
+	if err == nil || !strings.Contains(err.Error(), `--demand-source: unknown demand source "webhooks": want Webhook or ScaleSet`) {
+		t.Errorf("gantry sim run --demand-source webhooks: %v", err)
 	}
 }

@@ -2,6 +2,8 @@ package run
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -68,7 +70,7 @@ func TestJudgeWithoutFloorOrAudit(t *testing.T) {
 		{Scenario: "burst", ReactionSeconds: Quantiles{P99: 0.1}, Floor: &Floor{Error: "boom", ReactionSeconds: Quantiles{P99: 1}}},
 	} {
 		got := map[string]bool{}
-		for _, v := range Judge("burst", FiguresOf(r)) {
+		for _, v := range Judge("burst", FiguresOf(r), nil) {
 			got[v.Target.Figure] = v.Met
 		}
 		want := map[string]bool{
@@ -153,5 +155,93 @@ func TestParseStat(t *testing.T) {
 	}
 	if _, ok := processCPU()["harness"]; !ok {
 		t.Error("processCPU lacks this process")
+	}
+}
+
+// burst-scaleset's pickup p99 is held to burst's of the same comparison, and is not
+// judged without it.
+func TestCompareJudgesScaleSetBesideBurst(t *testing.T) {
+	burst := &Report{Scenario: "burst", DemandSource: "Webhook", PickupSeconds: Quantiles{P99: 4}}
+	scaleSet := func(p99, calls float64) *Report {
+		return &Report{Scenario: "burst-scaleset", DemandSource: "ScaleSet", PickupSeconds: Quantiles{P99: p99},
+			RESTCallsPerJob: 0.01, ActionsServiceCallsPerJob: calls - 0.01, GitHubCallsPerJob: calls}
+	}
+	tests := []struct {
+		name    string
+		reports []*Report
+		want    []*regexp.Regexp
+	}{
+		{"within 1.2× burst's", []*Report{burst, scaleSet(4.8, 1.2)}, []*regexp.Regexp{
+			regexp.MustCompile(`met\s+burst-scaleset\s+pickup p99 \(s\)\s+4\.80\s+\(target ≤ 1\.2× burst \(4\.80\)\)`),
+			regexp.MustCompile(`met\s+burst-scaleset\s+GitHub calls per job\s+1\.20\s+\(target ≤ 3\)`),
+			regexp.MustCompile(`burst-scaleset\s+pickup p99 \(s\)\s+—\s+4\.80\s+new\s+≤ 1\.2× burst \(4\.80\)\s+met`),
+			regexp.MustCompile(`burst-scaleset\s+Actions service calls per job\s+—\s+1\.19\s+new`),
+		}},
+		{"slower", []*Report{scaleSet(4.9, 4), burst}, []*regexp.Regexp{
+			regexp.MustCompile(`MISSED\s+burst-scaleset\s+pickup p99 \(s\)\s+4\.90\s+\(target ≤ 1\.2× burst \(4\.80\)\)`),
+			regexp.MustCompile(`MISSED\s+burst-scaleset\s+GitHub calls per job\s+4\.00\s+\(target ≤ 3\)`),
+		}},
+		{"without burst", []*Report{scaleSet(1, 1)}, []*regexp.Regexp{
+			regexp.MustCompile(`not judged\s+burst-scaleset\s+pickup p99 \(s\)\s+target ≤ 1\.2× burst's: burst is not in this comparison`),
+			regexp.MustCompile(`met\s+burst-scaleset\s+jobs never picked up`),
+		}},
+	}
+	for _, tc := range tests {
+		out := Compare(Baseline{}, tc.reports)
+		for _, want := range tc.want {
+			if !want.MatchString(out) {
+				t.Errorf("%s: comparison does not match %s:\n%s", tc.name, want, out)
+			}
+		}
+		if tc.name == "without burst" && regexp.MustCompile(`(?m)^(met|MISSED) +burst-scaleset +pickup`).MatchString(out) {
+			t.Errorf("%s: pickup judged without burst:\n%s", tc.name, out)
+		}
+	}
+	// One report alone (its HTML) judges no target relative to another scenario.
+	for _, v := range Judge("burst-scaleset", FiguresOf(scaleSet(100, 1)), nil) {
+		if v.Target.Of != "" {
+			t.Errorf("judged without its reference: %+v", v)
+		}
+	}
+}
+
+// The comparison says which demand source each run and its baseline had, and flags a
+// baseline of the other source.
+func TestComparePrintsDemandSource(t *testing.T) {
+	base := Baseline{
+		"burst":          {CPUs: 2}, // before demand sources: Webhook
+		"burst-scaleset": {CPUs: 2, DemandSource: "Webhook"},
+	}
+	out := Compare(base, []*Report{
+		{Scenario: "burst", DemandSource: "Webhook", Host: Host{CPUs: 2}},
+		{Scenario: "burst-scaleset", DemandSource: "ScaleSet", Host: Host{CPUs: 2}},
+	})
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`burst\s+baseline: [^;]*, demand Webhook; now: [^\n]*, demand Webhook\n`),
+		regexp.MustCompile(`burst-scaleset\s+baseline: [^;]*, demand Webhook — NOT COMPARABLE: another demand source; now: [^\n]*, demand ScaleSet\n`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("comparison does not match %s:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "NOT COMPARABLE") != 1 {
+		t.Errorf("want one NOT COMPARABLE:\n%s", out)
+	}
+}
+
+// A report.json written before schema version 4 reads as a webhook run whose GitHub
+// calls were all REST calls.
+func TestReadReportBeforeDemandSources(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "report.json")
+	if err := os.WriteFile(path, []byte(`{"schema_version": 3, "scenario": "burst", "rest_calls_per_job": 1.02}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ReadReport(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := FiguresOf(r)
+	if r.DemandSource != "Webhook" || deref(f.GitHubCallsPerJob) != 1.02 || deref(f.ActionsServiceCallsPerJob) != 0 || f.DemandSource != "Webhook" {
+		t.Errorf("an old report reads as demand %q, GitHub calls %v, service calls %v", r.DemandSource, num(f.GitHubCallsPerJob), num(f.ActionsServiceCallsPerJob))
 	}
 }

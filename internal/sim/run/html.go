@@ -14,6 +14,9 @@ type htmlView struct {
 	Charts     []chart
 	Latency    []latencyRow
 	Verdicts   []Verdict
+	// Unjudged are the targets relative to another scenario, which only `gantry sim
+	// compare` judges, beside that scenario's report.
+	Unjudged []Target
 	// TimelineNote says why a timeline is missing.
 	TimelineNote string
 }
@@ -70,7 +73,8 @@ func (r *Report) view() htmlView {
 			GantryReaction: row.gr, FloorReaction: row.fr, ReactionRatio: row.rr,
 		})
 	}
-	v.Verdicts = Judge(r.Scenario, FiguresOf(r))
+	v.Verdicts = Judge(r.Scenario, FiguresOf(r), nil)
+	v.Unjudged = unjudged(r.Scenario, nil)
 	return v
 }
 
@@ -97,6 +101,7 @@ rect.f{fill:#f0ad4e;opacity:.25}.f{color:#f0ad4e}
 </style></head><body>
 <h1>Gantry sim — {{.Scenario}}</h1>
 <p>{{.Description}}</p>
+<p>Demand source: <strong>{{.DemandSource}}</strong> (the pool's <code>spec.demand.source</code>: {{if eq (print .DemandSource) "ScaleSet"}}a runner scale set, long-polled on GitHub's Actions service{{else}}workflow_job webhooks{{end}}).</p>
 {{if .Floor}}<h2>Gantry beside the floor</h2>
 <p>The floor is an oracle run on the same cluster and simulator right after Gantry's
 workload, with the same jobs (same seed): it knows each job the moment it is queued and
@@ -109,9 +114,10 @@ floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared m
 <table><tr><th></th><th>pickup Gantry (s)</th><th>pickup floor (s)</th><th>ratio</th><th>reaction Gantry (s)</th><th>reaction floor (s)</th><th>ratio</th></tr>
 {{range .Latency}}<tr><th>{{.Name}}</th><td class="n">{{printf "%.2f" .Gantry}}</td><td class="n">{{printf "%.2f" .Floor}}</td><td class="n">{{f2 .Ratio}}</td><td class="n">{{printf "%.2f" .GantryReaction}}</td><td class="n">{{printf "%.2f" .FloorReaction}}</td><td class="n">{{f2 .ReactionRatio}}</td></tr>
 {{end}}</table>{{end}}
-{{if .Verdicts}}<h2>Targets</h2>
+{{if or .Verdicts .Unjudged}}<h2>Targets</h2>
 <table><tr><th>figure</th><th>now</th><th>target</th><th></th></tr>
 {{range .Verdicts}}<tr><td>{{.Target.Figure}}</td><td class="n">{{f2 .Value}}</td><td>{{.String}}</td><td>{{if .Met}}<span class="met">met</span>{{else}}<span class="missed">MISSED</span>{{end}}</td></tr>
+{{end}}{{range .Unjudged}}<tr><td>{{.Figure}}</td><td class="n">—</td><td>≤ {{.Max}}× {{.Of}}'s in the same bench run</td><td>judged by <code>gantry sim compare</code> beside {{.Of}}'s report</td></tr>
 {{end}}</table>{{end}}
 {{range .Charts}}{{template "chart" .}}{{end}}{{with .TimelineNote}}<p>{{.}}</p>{{end}}
 <h2>Figures</h2>
@@ -123,7 +129,9 @@ floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared m
 <tr><th>time to drain</th><td>{{.DrainSeconds}} s (drained: {{.Drained}})</td></tr>
 <tr><th>runners created</th><td>{{.RunnersCreated}}</td></tr>
 <tr><th>idle runner-seconds</th><td>{{.IdleRunnerSeconds}}</td></tr>
+<tr><th>GitHub calls per job</th><td>{{.GitHubCallsPerJob}} (REST and Actions service)</td></tr>
 <tr><th>GitHub REST calls per job</th><td>{{.RESTCallsPerJob}}</td></tr>
+<tr><th>Actions service calls per job</th><td>{{.ActionsServiceCallsPerJob}}</td></tr>
 <tr><th>controller's Kubernetes API writes per job</th><td>{{.KubeWritesPerJob}} (requests by method: {{range $k, $v := .Controller.KubeAPIRequests}}{{$k}} {{$v}} {{end}})</td></tr>
 {{with .KubeAPI}}<tr><th>controller's requests, as the kube-apiserver recorded them</th><td>writes per job {{.WritesPerJob}}, uncached reads per job {{.UncachedReadsPerJob}}; pool status writes {{.PoolStatusWrites}} ({{.PoolStatusWritesPerSecond}}/s per pool while jobs ran, {{.PoolStatusWritesPeak}}/s in the busiest 10 s)<br>{{range $k, $v := .Requests}}{{$k}} {{$v}}; {{end}}</td></tr>{{end}}
 <tr><th>left over</th><td>runners {{.Leftover.Runners}}, pods {{.Leftover.Pods}}, secrets {{.Leftover.Secrets}}, GitHub runners {{.Leftover.GitHubRunners}}</td></tr>
@@ -139,6 +147,8 @@ floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared m
 {{end}}</table>{{end}}
 <h2>GitHub REST calls by endpoint</h2>
 <table>{{range $k, $v := .RESTCallsByRoute}}<tr><td>{{$k}}</td><td class="n">{{$v}}</td></tr>{{end}}</table>
+{{if .ActionsServiceCallsByRoute}}<h2>Actions service calls by endpoint</h2>
+<table>{{range $k, $v := .ActionsServiceCallsByRoute}}<tr><td>{{$k}}</td><td class="n">{{$v}}</td></tr>{{end}}</table>{{end}}
 </body></html>
 
 {{define "chart"}}<h2>{{.Title}}</h2>

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/sim/agent"
 	"github.com/gantry-dev/gantry/internal/sim/fault"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
@@ -23,8 +24,11 @@ import (
 // Version 2 added jobs_failed, jobs_unfinished, pool_reaction_seconds,
 // kube_api_writes_per_job, cpu_seconds_by_process, busy_runner_kills, faults, trace, host
 // and controller.processes, and made busy_runners_killed count runner processes killed
-// mid-job. Version 3 added floor, kube_api, controller_cpu_ms_per_job and jobs.
-const SchemaVersion = 3
+// mid-job. Version 3 added floor, kube_api, controller_cpu_ms_per_job and jobs. Version
+// 4 added demand_source, actions_service_calls_per_job, github_calls_per_job and
+// actions_service_calls_by_endpoint, and left the Actions service's routes out of
+// rest_calls_by_endpoint.
+const SchemaVersion = 4
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -104,42 +108,47 @@ type TraceReport struct {
 
 // Report is report.json.
 type Report struct {
-	SchemaVersion       int                `json:"schema_version"`
-	Scenario            string             `json:"scenario"`
-	Description         string             `json:"description"`
-	StartedAt           time.Time          `json:"started_at"`
-	Finished            bool               `json:"finished"`
-	JobsTotal           int                `json:"jobs_total"`
-	JobsNeverPickedUp   int                `json:"jobs_never_picked_up"`
-	JobsUnfinished      int                `json:"jobs_unfinished"`
-	JobsFailed          int                `json:"jobs_failed"`
-	PickupSeconds       Quantiles          `json:"pickup_seconds"`
-	ReactionSeconds     Quantiles          `json:"reaction_seconds"`
-	PoolReaction        Quantiles          `json:"pool_reaction_seconds"`
-	DrainSeconds        float64            `json:"drain_seconds"`
-	Drained             bool               `json:"drained"`
-	RunnersCreated      int                `json:"runners_created"`
-	IdleRunnerSeconds   float64            `json:"idle_runner_seconds"`
-	RESTCallsPerJob     float64            `json:"rest_calls_per_job"`
-	RESTCallsByRoute    map[string]int64   `json:"rest_calls_by_endpoint"`
-	KubeWritesPerJob    float64            `json:"kube_api_writes_per_job"`
-	KubeAPI             *KubeAPI           `json:"kube_api,omitempty"`
-	KubeAPIError        string             `json:"kube_api_error,omitempty"`
-	ControllerCPUPerJob float64            `json:"controller_cpu_ms_per_job"`
-	Leftover            Leftover           `json:"leftover"`
-	BusyRunnersKilled   int                `json:"busy_runners_killed"`
-	BusyRunnerKills     []BusyRunnerKill   `json:"busy_runner_kills,omitempty"`
-	Controller          Controller         `json:"controller"`
-	CPUSeconds          map[string]float64 `json:"cpu_seconds_by_process"`
-	Faults              *FaultsReport      `json:"faults,omitempty"`
-	Trace               *TraceReport       `json:"trace,omitempty"`
-	Floor               *Floor             `json:"floor,omitempty"`
-	Host                Host               `json:"host"`
-	WallSeconds         float64            `json:"wall_seconds"`
-	Samples             []Sample           `json:"samples"`
-	Jobs                []JobTimes         `json:"jobs,omitempty"`
-	AgentErrors         []string           `json:"agent_errors,omitempty"`
-	ScenarioParameters  Scenario           `json:"scenario_parameters"`
+	SchemaVersion     int                   `json:"schema_version"`
+	Scenario          string                `json:"scenario"`
+	Description       string                `json:"description"`
+	DemandSource      v1alpha1.DemandSource `json:"demand_source"`
+	StartedAt         time.Time             `json:"started_at"`
+	Finished          bool                  `json:"finished"`
+	JobsTotal         int                   `json:"jobs_total"`
+	JobsNeverPickedUp int                   `json:"jobs_never_picked_up"`
+	JobsUnfinished    int                   `json:"jobs_unfinished"`
+	JobsFailed        int                   `json:"jobs_failed"`
+	PickupSeconds     Quantiles             `json:"pickup_seconds"`
+	ReactionSeconds   Quantiles             `json:"reaction_seconds"`
+	PoolReaction      Quantiles             `json:"pool_reaction_seconds"`
+	DrainSeconds      float64               `json:"drain_seconds"`
+	Drained           bool                  `json:"drained"`
+	RunnersCreated    int                   `json:"runners_created"`
+	IdleRunnerSeconds float64               `json:"idle_runner_seconds"`
+	// GitHub calls per job: REST, Actions service (a scale set's), and both.
+	RESTCallsPerJob            float64            `json:"rest_calls_per_job"`
+	ActionsServiceCallsPerJob  float64            `json:"actions_service_calls_per_job"`
+	GitHubCallsPerJob          float64            `json:"github_calls_per_job"`
+	RESTCallsByRoute           map[string]int64   `json:"rest_calls_by_endpoint"`
+	ActionsServiceCallsByRoute map[string]int64   `json:"actions_service_calls_by_endpoint"`
+	KubeWritesPerJob           float64            `json:"kube_api_writes_per_job"`
+	KubeAPI                    *KubeAPI           `json:"kube_api,omitempty"`
+	KubeAPIError               string             `json:"kube_api_error,omitempty"`
+	ControllerCPUPerJob        float64            `json:"controller_cpu_ms_per_job"`
+	Leftover                   Leftover           `json:"leftover"`
+	BusyRunnersKilled          int                `json:"busy_runners_killed"`
+	BusyRunnerKills            []BusyRunnerKill   `json:"busy_runner_kills,omitempty"`
+	Controller                 Controller         `json:"controller"`
+	CPUSeconds                 map[string]float64 `json:"cpu_seconds_by_process"`
+	Faults                     *FaultsReport      `json:"faults,omitempty"`
+	Trace                      *TraceReport       `json:"trace,omitempty"`
+	Floor                      *Floor             `json:"floor,omitempty"`
+	Host                       Host               `json:"host"`
+	WallSeconds                float64            `json:"wall_seconds"`
+	Samples                    []Sample           `json:"samples"`
+	Jobs                       []JobTimes         `json:"jobs,omitempty"`
+	AgentErrors                []string           `json:"agent_errors,omitempty"`
+	ScenarioParameters         Scenario           `json:"scenario_parameters"`
 }
 
 // Clean reports whether the run ended as it should: every job finished and none was
@@ -172,9 +181,10 @@ type reportInputs struct {
 func buildReport(sc Scenario, in reportInputs) *Report {
 	start := in.start
 	r := &Report{
-		SchemaVersion: SchemaVersion, Scenario: sc.Name, Description: sc.Description, StartedAt: start,
-		Finished: in.finished, Drained: in.drained, JobsTotal: len(in.jobs), Samples: in.samples,
-		Controller: in.controller, Leftover: in.leftover, RESTCallsByRoute: map[string]int64{},
+		SchemaVersion: SchemaVersion, Scenario: sc.Name, Description: sc.Description, DemandSource: sc.demandSource(),
+		StartedAt: start, Finished: in.finished, Drained: in.drained, JobsTotal: len(in.jobs), Samples: in.samples,
+		Controller: in.controller, Leftover: in.leftover,
+		RESTCallsByRoute: map[string]int64{}, ActionsServiceCallsByRoute: map[string]int64{},
 		ScenarioParameters: sc, Host: in.host, CPUSeconds: in.cpu,
 	}
 	r.Host.LoadAvgEnd = in.hostEnd.LoadAvgEnd
@@ -328,19 +338,26 @@ func (r *Report) countKills(events []agent.Event, injections []fault.Injection, 
 	return lostWithNode
 }
 
-// countCalls sums the GitHub REST calls, the controller's Kubernetes API requests and
-// its CPU, per job.
+// countCalls sums the GitHub calls (REST and Actions service apart), the controller's
+// Kubernetes API requests and its CPU, per job.
 func (r *Report) countCalls(in reportInputs) {
-	var total int64
+	var rest, service int64
 	for route, c := range in.calls {
-		r.RESTCallsByRoute[route] = c.Total
-		total += c.Total
+		if actionsServiceRoute(route) {
+			r.ActionsServiceCallsByRoute[route] = c.Total
+			service += c.Total
+		} else {
+			r.RESTCallsByRoute[route] = c.Total
+			rest += c.Total
+		}
 	}
 	n := len(in.jobs)
 	if n == 0 {
 		return
 	}
-	r.RESTCallsPerJob = round2(float64(total) / float64(n))
+	r.RESTCallsPerJob = round2(float64(rest) / float64(n))
+	r.ActionsServiceCallsPerJob = round2(float64(service) / float64(n))
+	r.GitHubCallsPerJob = round2(float64(rest+service) / float64(n))
 	var writes int64
 	for m, c := range in.controller.KubeAPIRequests {
 		if m != "GET" {
@@ -358,6 +375,16 @@ func (r *Report) countCalls(in reportInputs) {
 		}
 		r.KubeAPI = in.audit.kubeAPI(n, in.start, end)
 	}
+}
+
+// actionsServiceRoute reports whether a route of the simulator's call counts is one of
+// the Actions service's (internal/sim/github's actions_routes.go): its bootstrap, POST
+// /actions/runner-registration, or a route under /_apis/ (scale sets, sessions, the
+// message queue, acquirejobs, agents). Every other route is REST, "unmatched" too: the
+// simulator counts the calls no route matched together, whichever API they were for.
+func actionsServiceRoute(id string) bool {
+	_, path, _ := strings.Cut(id, " ")
+	return path == "/actions/runner-registration" || strings.HasPrefix(path, "/_apis/")
 }
 
 func faultsReport(r *Report, in reportInputs, failedRunnerLost, lostWithNode int) *FaultsReport {
@@ -489,8 +516,8 @@ func (r *Report) write(dir string) error {
 // Summary is the report as a few lines for a terminal.
 func (r *Report) Summary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Scenario %s: %d jobs, %d never picked up, %d unfinished, %d failed; finished %v, drained %v\n",
-		r.Scenario, r.JobsTotal, r.JobsNeverPickedUp, r.JobsUnfinished, r.JobsFailed, r.Finished, r.Drained)
+	fmt.Fprintf(&b, "Scenario %s (demand: %s): %d jobs, %d never picked up, %d unfinished, %d failed; finished %v, drained %v\n",
+		r.Scenario, r.DemandSource, r.JobsTotal, r.JobsNeverPickedUp, r.JobsUnfinished, r.JobsFailed, r.Finished, r.Drained)
 	fmt.Fprintf(&b, "  pickup   p50 %.2fs  p95 %.2fs  p99 %.2fs  max %.2fs\n", r.PickupSeconds.P50, r.PickupSeconds.P95, r.PickupSeconds.P99, r.PickupSeconds.Max)
 	fmt.Fprintf(&b, "  reaction p50 %.2fs  p95 %.2fs  p99 %.2fs  max %.2fs  (job → runner pod; job → Runner object: p50 %.2fs p99 %.2fs)\n",
 		r.ReactionSeconds.P50, r.ReactionSeconds.P95, r.ReactionSeconds.P99, r.ReactionSeconds.Max, r.PoolReaction.P50, r.PoolReaction.P99)
@@ -502,7 +529,8 @@ func (r *Report) Summary() string {
 			fmt.Fprintf(&b, "  floor NOT trustworthy: finished %v, cluster drained before %v, %d errors %s\n", f.Finished, f.ClusterDrained, f.Errors, f.Error)
 		}
 	}
-	fmt.Fprintf(&b, "  GitHub REST calls per job %.2f; the controller's Kubernetes API writes per job %.2f\n", r.RESTCallsPerJob, r.KubeWritesPerJob)
+	fmt.Fprintf(&b, "  GitHub calls per job %.2f (REST %.2f, Actions service %.2f); the controller's Kubernetes API writes per job %.2f\n",
+		r.GitHubCallsPerJob, r.RESTCallsPerJob, r.ActionsServiceCallsPerJob, r.KubeWritesPerJob)
 	if k := r.KubeAPI; k != nil {
 		fmt.Fprintf(&b, "  kube-apiserver audit of the controller: writes per job %.2f, uncached reads per job %.2f, pool status writes %d (%.2f/s per pool, busiest 10 s %.2f/s)\n",
 			k.WritesPerJob, k.UncachedReadsPerJob, k.PoolStatusWrites, k.PoolStatusWritesPerSecond, k.PoolStatusWritesPeak)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
@@ -41,6 +42,9 @@ type Scenario struct {
 	MinIdle    int32                     `json:"min_idle"`
 	MaxRunners int32                     `json:"max_runners"`
 	Mode       v1alpha1.RegistrationMode `json:"registration_mode,omitempty"`
+	// DemandSource is the pool's spec.demand.source: Webhook (the default) or
+	// ScaleSet, a runner scale set named after the pool (WithDemandSource).
+	DemandSource v1alpha1.DemandSource `json:"demand_source,omitempty"`
 	// NodeLostTimeout is the pool's recovery.nodeLostTimeout (default 5m).
 	NodeLostTimeout time.Duration `json:"node_lost_timeout,omitempty"`
 	// UnreachableToleration is how long runner pods tolerate an unreachable or
@@ -93,8 +97,9 @@ var FaultsSchedule = fault.Schedule{Seed: 1, Steps: []fault.Step{
 
 func sec(s float64) simgithub.Duration { return simgithub.Duration(s * float64(time.Second)) }
 
-// Scenarios are the built-in workloads.
-var Scenarios = map[string]Scenario{
+// Scenarios are the built-in workloads; burst-scaleset and steady-scaleset are burst
+// and steady with their demand from a runner scale set (WithDemandSource).
+var Scenarios = withScaleSetVariants(map[string]Scenario{
 	"demo": {
 		Name: "demo", Description: "a friendly first run: 40 jobs queued at once, 5 s each, pods start in 1 s",
 		Burst: 40, JobDuration: 5 * time.Second, MaxRunners: 100, Nodes: 4,
@@ -135,6 +140,63 @@ var Scenarios = map[string]Scenario{
 		FailedRunnerRetention: 20 * time.Second, RunnerLostTimeout: 30 * time.Second,
 		Faults: &FaultsSchedule,
 	},
+}, "burst", "steady")
+
+// withScaleSetVariants adds to scenarios the ScaleSet variant of each of names, derived
+// rather than written out so that a variant and its scenario cannot drift apart.
+func withScaleSetVariants(scenarios map[string]Scenario, names ...string) map[string]Scenario {
+	for _, n := range names {
+		v := WithDemandSource(scenarios[n], v1alpha1.DemandSourceScaleSet)
+		scenarios[v.Name] = v
+	}
+	return scenarios
+}
+
+// demandVariants are what WithDemandSource appends to the name and description of a
+// scenario it moves to a demand source.
+var demandVariants = map[v1alpha1.DemandSource]struct{ suffix, note string }{
+	v1alpha1.DemandSourceWebhook:  {"-webhook", ", demand from webhooks (spec.demand.source Webhook)"},
+	v1alpha1.DemandSourceScaleSet: {"-scaleset", ", demand from a runner scale set (spec.demand.source ScaleSet)"},
+}
+
+// ParseDemandSource reads a demand source, Webhook or ScaleSet, in any case.
+func ParseDemandSource(s string) (v1alpha1.DemandSource, error) {
+	for _, src := range []v1alpha1.DemandSource{v1alpha1.DemandSourceWebhook, v1alpha1.DemandSourceScaleSet} {
+		if strings.EqualFold(strings.TrimSpace(s), string(src)) {
+			return src, nil
+		}
+	}
+	return "", fmt.Errorf("unknown demand source %q: want Webhook or ScaleSet", s)
+}
+
+// WithDemandSource is sc with its pool's demand from src: the same workload and system,
+// only spec.demand.source differs. A scenario that changes source changes name too —
+// NAME-scaleset (NAME-webhook), or back to NAME when sc was itself derived — because
+// baselines and targets are keyed by scenario name: a run on the other source must
+// neither be compared with the scenario's own runs nor judged by its targets.
+func WithDemandSource(sc Scenario, src v1alpha1.DemandSource) Scenario {
+	from := sc.demandSource()
+	if from == src {
+		return sc
+	}
+	was, to := demandVariants[from], demandVariants[src]
+	name, derived := strings.CutSuffix(sc.Name, was.suffix)
+	desc, noted := strings.CutSuffix(sc.Description, was.note)
+	if derived && noted {
+		sc.Name, sc.Description = name, desc
+	} else {
+		sc.Name, sc.Description = sc.Name+to.suffix, sc.Description+to.note
+	}
+	sc.DemandSource = src
+	return sc
+}
+
+// demandSource is the pool's demand source, Webhook when the scenario names none.
+func (s Scenario) demandSource() v1alpha1.DemandSource {
+	if s.DemandSource == "" {
+		return v1alpha1.DemandSourceWebhook
+	}
+	return s.DemandSource
 }
 
 // Lookup returns a built-in scenario by name.
@@ -180,6 +242,9 @@ func (s Scenario) Validate() error {
 	if s.MaxRunners <= 0 || s.Nodes <= 0 || s.Timeout <= 0 {
 		errs = append(errs, errors.New("max_runners, nodes and timeout must be positive"))
 	}
+	if _, ok := demandVariants[s.demandSource()]; !ok {
+		errs = append(errs, fmt.Errorf("demand_source %q: want Webhook or ScaleSet", s.DemandSource))
+	}
 	if s.Faults != nil {
 		if err := s.Faults.Validate(); err != nil {
 			errs = append(errs, err)
@@ -202,5 +267,10 @@ func (s Scenario) jobLabels() []string {
 }
 
 // hasFloor reports whether a run measures the floor: a burst or steady workload
-// without faults (a trace or a fault schedule has no oracle to compare with).
-func (s Scenario) hasFloor() bool { return s.Trace == nil && s.Faults == nil }
+// without faults (a trace or a fault schedule has no oracle to compare with) whose
+// demand comes from webhooks. The oracle registers classic JIT runners, and the scale
+// set a ScaleSet pool leaves on the simulator would be assigned the oracle's jobs, which
+// those runners could then never take.
+func (s Scenario) hasFloor() bool {
+	return s.Trace == nil && s.Faults == nil && s.demandSource() == v1alpha1.DemandSourceWebhook
+}

@@ -81,6 +81,8 @@ func startWorld(ctx context.Context, sc Scenario, opts Options) (_ *world, err e
 		return nil, err
 	}
 	webhookAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	// The hook is there for a ScaleSet pool too: the organization's webhooks still
+	// arrive, and the controller must ignore them for such a pool.
 	if _, err := w.sim.CreateHook(simgithub.HookSpec{Org: org, URL: "http://" + webhookAddr + "/webhook", Secret: hookSecret, Events: []string{"workflow_job"}}); err != nil {
 		return nil, err
 	}
@@ -150,13 +152,15 @@ func (w *world) startGitHub(ctx context.Context, sc Scenario) error {
 	return nil
 }
 
-// newPool is the scenario's RunnerPool ci/linux, pointed at the simulator.
+// newPool is the scenario's RunnerPool ci/linux, pointed at the simulator, with the
+// scenario's demand source (a ScaleSet pool's scale set is named linux, its name).
 func newPool(sc Scenario, simURL string) *v1alpha1.RunnerPool {
 	pool := &v1alpha1.RunnerPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: poolName},
 		Spec: v1alpha1.RunnerPoolSpec{
 			GitHub: v1alpha1.GitHubSpec{URL: simURL + "/" + org, CredentialsSecretRef: v1alpha1.SecretReference{Name: "github-creds"}},
 			Labels: sc.poolLabels(), MinIdle: sc.MinIdle, MaxRunners: sc.MaxRunners, RegistrationMode: sc.Mode,
+			Demand: v1alpha1.DemandSpec{Source: sc.DemandSource},
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
 				Name: v1alpha1.RunnerContainerName, Image: "ghcr.io/actions/actions-runner:latest",
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}},
