@@ -29,7 +29,7 @@ const (
 	ReasonSessionConflict = "SessionConflict"
 	// ReasonScaleSetNameTaken: a scale set with the pool's scale set name exists in the
 	// runner group and was not created by Gantry for this pool; Gantry never takes it
-	// over. Delete it on GitHub or set demand.scaleSetName to another name.
+	// over. Delete it on GitHub, or create a new pool with another demand.scaleSetName.
 	ReasonScaleSetNameTaken = "ScaleSetNameTaken"
 	// ReasonScaleSetUnavailable: the scale set or session could not be set up (the
 	// Actions service refused the registration, failed or did not answer); retried.

@@ -19,11 +19,12 @@ import (
 // podSecurityLevels is the Pod Security admission level a runner pod of each example
 // meets, as docs/security.md's table states it.
 var podSecurityLevels = map[string]string{
-	"warm-pool.yaml": "restricted",
-	"gpu.yaml":       "restricted",
-	"ghes.yaml":      "restricted",
-	"multi-org.yaml": "restricted",
-	"dind.yaml":      "privileged",
+	"warm-pool.yaml":           "restricted",
+	"gpu.yaml":                 "restricted",
+	"ghes.yaml":                "restricted",
+	"multi-org.yaml":           "restricted",
+	"dind.yaml":                "privileged",
+	"runnerpool-scaleset.yaml": "restricted",
 }
 
 // admitRunnerPod creates, in a new namespace enforcing Pod Security level level, the pod
