@@ -17,7 +17,7 @@ const (
 
 // DemandSpec says where a pool's demand comes from.
 // +kubebuilder:validation:XValidation:rule="self.source == oldSelf.source",message="demand.source cannot change on a live pool: its runners and GitHub registration belong to the old source; create a new RunnerPool with the other source, move workflows to it, then delete this one"
-// +kubebuilder:validation:XValidation:rule="(has(self.scaleSetName) ? self.scaleSetName : '') == (has(oldSelf.scaleSetName) ? oldSelf.scaleSetName : '')",message="demand.scaleSetName cannot change on a live pool: workflows name the scale set in runs-on; create a new RunnerPool with the new name instead"
+// +kubebuilder:validation:XValidation:rule="has(self.scaleSetName) == has(oldSelf.scaleSetName) && (!has(self.scaleSetName) || self.scaleSetName == oldSelf.scaleSetName)",message="demand.scaleSetName cannot change on a live pool: workflows name the scale set in runs-on; create a new RunnerPool with the new name instead"
 // +kubebuilder:validation:XValidation:rule="!has(self.scaleSetName) || self.source == 'ScaleSet'",message="demand.scaleSetName is only used with demand.source: ScaleSet; remove it or set source: ScaleSet"
 type DemandSpec struct {
 	// source is Webhook (the default: workflow_job webhooks, which need GitHub to reach

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
@@ -59,6 +60,7 @@ type Reconciler struct {
 	credentials   credentialsGuard
 	routedMu      sync.Mutex
 	routed        map[types.NamespacedName]demand.Pool
+	statusWrites  statusWrites
 }
 
 // Reconcile scales one pool.
@@ -68,6 +70,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if client.IgnoreNotFound(err) == nil {
 			r.unroute(req.NamespacedName)
 			r.ScaleSets.Forget(req.NamespacedName)
+			r.statusWrites.forget(req.NamespacedName)
 			r.Failures.Forget(req.NamespacedName)
 			forgetMetrics(req.NamespacedName)
 		}
@@ -136,12 +139,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	setStatus(st, r.Clock.Now(), r.FailureThreshold)
 	recordMetrics(st)
-	if err := r.Client.Status().Patch(ctx, pool, client.MergeFrom(before)); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+	if wait := r.statusWrites.wait(req.NamespacedName, before, pool, r.Clock.Now()); wait > 0 {
+		// Only counts moved, and the status was written less than statusInterval ago:
+		// write the latest counts then.
+		if res.RequeueAfter == 0 || res.RequeueAfter > wait {
+			res.RequeueAfter = wait
+		}
+	} else {
+		if err := r.Client.Status().Patch(ctx, pool, client.MergeFrom(before)); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		if !equality.Semantic.DeepEqual(before.Status, pool.Status) {
+			r.statusWrites.wrote(req.NamespacedName, r.Clock.Now())
+		}
+		// Events follow the stored status: whoever reads a Recovered event and then the
+		// pool sees it Ready, and a failed patch does not announce a change twice.
+		r.recordEvents(before, pool)
 	}
-	// Events follow the stored status: whoever reads a Recovered event and then the
-	// pool sees it Ready, and a failed patch does not announce a change twice.
-	r.recordEvents(before, pool)
 	if (st.configErr != nil || st.unavailable != nil) && (res.RequeueAfter == 0 || res.RequeueAfter > configRecheck) {
 		// Credentials Secrets are not watched and GitHub's answer is kept a while: look
 		// again, so that a Secret created or fixed, an App installed again or GitHub

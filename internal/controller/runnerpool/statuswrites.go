@@ -1,0 +1,82 @@
+package runnerpool
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+)
+
+// statusInterval is the least time between two status writes of a pool whose status
+// changed only in its counts. During a burst a pool is reconciled for every runner
+// that moves; writing each count would cost the API server a write each time and tell
+// nobody anything a second-old count does not. A change of a condition's status or
+// reason, of the observed generation or of the scale set's session is written at once.
+const statusInterval = time.Second
+
+// statusWrites remembers when each pool's status was last written.
+type statusWrites struct {
+	mu   sync.Mutex
+	last map[types.NamespacedName]time.Time
+}
+
+// defer reports how long the write of after's status should wait, or 0 to write now.
+func (w *statusWrites) wait(key types.NamespacedName, before, after *v1alpha1.RunnerPool, now time.Time) time.Duration {
+	if equality.Semantic.DeepEqual(before.Status, after.Status) {
+		return 0 // nothing to write: the patch is empty and costs no write
+	}
+	if !onlyCountsChanged(&before.Status, &after.Status) {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last, ok := w.last[key]
+	if !ok {
+		return 0
+	}
+	if left := statusInterval - now.Sub(last); left > 0 {
+		return left
+	}
+	return 0
+}
+
+func (w *statusWrites) wrote(key types.NamespacedName, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.last == nil {
+		w.last = map[types.NamespacedName]time.Time{}
+	}
+	w.last[key] = now
+}
+
+func (w *statusWrites) forget(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.last, key)
+}
+
+// onlyCountsChanged reports whether a and b differ only in what moves with every runner:
+// the counts, the statistics and the timestamps of the scale set, and the conditions'
+// messages (which quote counts) — not in a condition's status or reason, the observed
+// generation, the template hash or the scale set's session.
+func onlyCountsChanged(a, b *v1alpha1.RunnerPoolStatus) bool {
+	if a.ObservedGeneration != b.ObservedGeneration || a.TemplateHash != b.TemplateHash || len(a.Conditions) != len(b.Conditions) {
+		return false
+	}
+	for i := range a.Conditions {
+		ca, cb := a.Conditions[i], b.Conditions[i]
+		if ca.Type != cb.Type || ca.Status != cb.Status || ca.Reason != cb.Reason {
+			return false
+		}
+	}
+	if (a.ScaleSet == nil) != (b.ScaleSet == nil) {
+		return false
+	}
+	if a.ScaleSet != nil && (a.ScaleSet.ID != b.ScaleSet.ID || a.ScaleSet.Session != b.ScaleSet.Session) {
+		return false
+	}
+	return true
+}
