@@ -1,6 +1,7 @@
 package runnerpool
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ func TestStatusWritesOfMovingCountsAreSpaced(t *testing.T) {
 	pool := func(busy int32, ready metav1.ConditionStatus, session v1alpha1.SessionState) *v1alpha1.RunnerPool {
 		return &v1alpha1.RunnerPool{Status: v1alpha1.RunnerPoolStatus{
 			BusyRunners: busy,
-			Conditions:  []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: ready, Reason: "R", Message: "busy " + string(rune('0'+busy))}},
+			Conditions:  []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: ready, Reason: "R", Message: fmt.Sprintf("busy %d", busy)}},
 			ScaleSet:    &v1alpha1.ScaleSetStatus{ID: 7, Session: session},
 		}}
 	}

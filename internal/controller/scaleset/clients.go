@@ -26,7 +26,7 @@ import (
 
 // Clients builds and caches the Actions service clients of the pools: one set per
 // credentials Secret, its content and the pool's github.url, shared by the pools that
-// have all three in common. A scaleset.Client serialises its calls (one lock per
+// have all three in common. A scaleset.Client serializes its calls (one lock per
 // client), so each key has clientsPerKey of them, used in turn: a burst's JIT
 // configurations are not queued behind one another.
 type Clients struct {
