@@ -172,6 +172,23 @@ func TestScaleSetPoolScalesFromZeroAndBack(t *testing.T) {
 	}
 }
 
+// Changing the pool's labels changes the scale set's: the same scale set, updated.
+func TestScaleSetFollowsThePoolsLabels(t *testing.T) {
+	w := newScaleSetWorld(t, 0, 2*time.Second)
+	w.create(w.pool("relabel").ScaleSet("").Obj())
+	id := w.waitSession("relabel")
+	p := w.getPool("relabel")
+	patch := client.MergeFrom(p.DeepCopy())
+	p.Spec.Labels = []string{"linux", "gpu"}
+	if err := w.c.Patch(w.ctx(), p, patch); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("the scale set labeled gpu", func() (bool, error) {
+		sets := w.sim.ScaleSets()
+		return len(sets) == 1 && sets[0].ID == id && containsFold(sets[0].Labels, "gpu") && sets[0].Session != "", nil
+	})
+}
+
 // A scale set deleted on GitHub is created again, and jobs flow through the new one.
 func TestScaleSetDeletedOnGitHubIsRecreated(t *testing.T) {
 	w := newScaleSetWorld(t, 0, 2*time.Second)
