@@ -105,6 +105,9 @@ func runDeployment(t *testing.T, w *docWorld, ns, name string) *docController {
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
 			environ = append(environ, e.Name+"=127.0.0.1")
 			t.Logf("controller: env %s from status.podIP → 127.0.0.1", e.Name)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
+			environ = append(environ, e.Name+"="+d.Name+"-0")
+			t.Logf("controller: env %s from metadata.name → %s-0", e.Name, d.Name)
 		default:
 			t.Fatalf("controller env %s comes from a source the test cannot play: %+v", e.Name, e.ValueFrom)
 		}
