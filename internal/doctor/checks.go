@@ -22,6 +22,8 @@ const (
 	CheckRunnerGroup = "runner-group"
 	CheckWebhooks    = "webhooks"
 	CheckController  = "controller"
+	// CheckScaleSet runs for scale-set pools only.
+	CheckScaleSet = "scale-set"
 )
 
 // checkPool runs every check of one pool. A check that needs an earlier one to pass is
@@ -29,6 +31,9 @@ const (
 func checkPool(ctx context.Context, o Options, pool *v1alpha1.RunnerPool, hooks *hookCache) PoolReport {
 	pr := PoolReport{Pool: pool.Namespace + "/" + pool.Name, URL: pool.Spec.GitHub.URL}
 	pr.Checks = append(checkGitHubSide(ctx, o, pool, hooks), controllerCheck(pool))
+	if pool.UsesScaleSet() {
+		pr.Checks = append(pr.Checks, scaleSetCheck(pool))
+	}
 	return pr
 }
 
@@ -77,7 +82,11 @@ func checkGitHubSide(ctx context.Context, o Options, pool *v1alpha1.RunnerPool, 
 	}
 	add(Check{Name: CheckGitHub, Status: OK, Message: "GitHub accepts the credentials for " + scope.String() + " (a registration token was issued)"})
 	add(runnerGroupCheck(ctx, o, pool, gh, scope))
-	add(hooks.check(ctx, o, secret, gh, scope))
+	if pool.UsesScaleSet() {
+		add(Check{Name: CheckWebhooks, Status: Skipped, Message: "does not apply: the pool's demand comes from runner scale set " + pool.ScaleSetName()})
+	} else {
+		add(hooks.check(ctx, o, secret, gh, scope))
+	}
 	return checks
 }
 
@@ -284,6 +293,30 @@ func (h *hookCache) read(ctx context.Context, o Options, gh github.Client, scope
 		if bad > 0 {
 			c.Message += fmt.Sprintf("; %d of the last %d were refused for a bad signature", bad, len(jobs))
 		}
+	}
+	return c
+}
+
+// scaleSetCheck reads what the controller says of a scale-set pool's scale set and
+// message session: its ScaleSetSession condition.
+func scaleSetCheck(pool *v1alpha1.RunnerPool) Check {
+	c := Check{Name: CheckScaleSet}
+	cond := meta.FindStatusCondition(pool.Status.Conditions, v1alpha1.ConditionScaleSetSession)
+	switch {
+	case cond == nil:
+		c.Status, c.Result = Problem, FindingScaleSetNotConnected
+		c.Message = "the controller has not reported on the pool's scale set yet"
+		c.Fix = "check that the controller runs and leads (kubectl -n gantry-system get lease gantry-controller.gantry.dev) and its logs (logger scaleset)"
+	case cond.Status != "True":
+		c.Status, c.Result = Problem, FindingScaleSetNotConnected
+		c.Message = fmt.Sprintf("ScaleSetSession=%s, reason %s: %s", cond.Status, cond.Reason, cond.Message)
+		c.Fix = "see docs/troubleshooting.md, entry ScaleSetSession: " + cond.Reason
+	default:
+		id := int64(0)
+		if pool.Status.ScaleSet != nil {
+			id = pool.Status.ScaleSet.ID
+		}
+		c.Status, c.Message = OK, fmt.Sprintf("scale set %s (id %d): its message session is open and long-polled", pool.ScaleSetName(), id)
 	}
 	return c
 }

@@ -64,6 +64,7 @@ const (
 	FindingWebhookSignatureInvalid Finding = "WebhookSignatureMismatch"
 	FindingWebhookDeliveryFailed   Finding = "WebhookDeliveryFailed"
 	FindingNoPoolMatches           Finding = "NoPoolMatchesJob"
+	FindingScaleSetNotConnected    Finding = "ScaleSetNotConnected"
 )
 
 // AllFindings lists every Finding, for the test that each has a troubleshooting entry.
@@ -72,11 +73,13 @@ var AllFindings = []Finding{
 	FindingCredentialsRejected, FindingScopeNotFound, FindingGitHubUnreachable, FindingRunnerGroupNotFound,
 	FindingRunnerGroupNotVisible, FindingRunnerGroupNoPublic, FindingPoolNotReconciled, FindingPoolNotReady,
 	FindingNoWebhookDeliveries, FindingWebhookSignatureInvalid, FindingWebhookDeliveryFailed, FindingNoPoolMatches,
+	FindingScaleSetNotConnected,
 }
 
 // Check is one question asked of one pool.
 type Check struct {
-	// Name is what was checked: secret, github, runner-group, controller, webhooks.
+	// Name is what was checked: secret, github, runner-group, controller, webhooks,
+	// scale-set.
 	Name   string  `json:"name"`
 	Status Status  `json:"status"`
 	Result Finding `json:"finding,omitempty"`

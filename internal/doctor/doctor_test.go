@@ -142,3 +142,22 @@ func TestReportOutput(t *testing.T) {
 		}
 	}
 }
+
+// A scale-set pool's check reads its ScaleSetSession condition.
+func TestScaleSetCheck(t *testing.T) {
+	p := pool("ss", "https://github.com/acme", "linux")
+	p.Spec.Demand = v1alpha1.DemandSpec{Source: v1alpha1.DemandSourceScaleSet}
+	if got := scaleSetCheck(&p); got.Result != FindingScaleSetNotConnected {
+		t.Errorf("no condition: %+v, want %s", got, FindingScaleSetNotConnected)
+	}
+	p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionScaleSetSession, Status: "False",
+		Reason: v1alpha1.ReasonSessionConflict, Message: "409"}}
+	if got := scaleSetCheck(&p); got.Result != FindingScaleSetNotConnected || !strings.Contains(got.Fix, v1alpha1.ReasonSessionConflict) {
+		t.Errorf("a conflict: %+v, want %s pointing at the SessionConflict entry", got, FindingScaleSetNotConnected)
+	}
+	p.Status.Conditions[0].Status = "True"
+	p.Status.ScaleSet = &v1alpha1.ScaleSetStatus{ID: 7}
+	if got := scaleSetCheck(&p); got.Status != OK || !strings.Contains(got.Message, "id 7") {
+		t.Errorf("an open session: %+v, want ok naming id 7", got)
+	}
+}
