@@ -6,6 +6,8 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,8 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/manager"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
+	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 	"github.com/gantry-dev/gantry/internal/testenv"
 	"github.com/gantry-dev/gantry/internal/testutil"
 	"github.com/gantry-dev/gantry/internal/testutil/stack"
@@ -53,12 +57,20 @@ type world struct {
 // organization's webhook pointing at Gantry.
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldWith(t, stack.Options{})
+}
+
+// newWorldWith is newWorld with the simulator's Actions service timings of o.
+func newWorldWith(t *testing.T, o stack.Options) *world {
+	t.Helper()
 	w := &world{t: t, ns: env.Namespace(t), c: env.Client}
 	st := stack.Start(t, env, w.ns, stack.Options{
-		Token:             testToken,
-		CredentialsSecret: "github-creds",
-		WebhookSecret:     webhookSecret,
-		RateLimits:        simgithub.RateLimits{Disabled: true},
+		Token:                 testToken,
+		CredentialsSecret:     "github-creds",
+		WebhookSecret:         webhookSecret,
+		RateLimits:            simgithub.RateLimits{Disabled: true},
+		ActionsSessionTimeout: o.ActionsSessionTimeout,
+		ActionsPollHold:       o.ActionsPollHold,
 	})
 	w.sim, w.simURL, w.gantry, w.hookURL = st.Sim, st.SimURL, st.Gantry, st.HookURL
 	return w
@@ -202,4 +214,56 @@ func (w *world) setPodWaiting(name, reason, message string) {
 	if err := w.c.Status().Update(w.ctx(), pod); err != nil {
 		w.t.Fatalf("marking pod %s waiting: %v", name, err)
 	}
+}
+
+// runJobs plays kubelet and agent for every runner of the pool ("" for every pool of
+// the namespace) as it appears, until n jobs have completed on GitHub, then lets the
+// pods exit. It returns the runners it started.
+func (w *world) runJobs(pool string, n int) map[string]bool {
+	w.t.Helper()
+	started := map[string]bool{}
+	var wg sync.WaitGroup
+	errs := make(chan error, n*2)
+	w.eventuallyWithin(90*time.Second, fmt.Sprintf("%d jobs to complete", n), func() (bool, error) {
+		for _, rn := range w.runners(pool) {
+			if started[rn.Name] || rn.Status.PodName == "" || rn.Status.GitHubRunnerID == 0 || !rn.DeletionTimestamp.IsZero() {
+				continue
+			}
+			started[rn.Name] = true
+			w.setPodRunning(rn.Name)
+			secret := &corev1.Secret{}
+			if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: rn.Name}, secret); err != nil {
+				return false, err
+			}
+			agent, err := runnerapi.NewClientFromJITConfig(string(secret.Data[runner.JITConfigKey]), nil)
+			if err != nil {
+				return false, err
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				if _, err := agent.Run(ctx, runnerapi.RunOptions{PollWait: 2 * time.Second}); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		done := 0
+		for _, j := range w.sim.Jobs() {
+			if j.Status == "completed" {
+				done++
+			}
+		}
+		return done == n, nil
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		w.t.Errorf("agent: %v", err)
+	}
+	for name := range started {
+		w.setPodExitedUnlessGone(name, 0)
+	}
+	return started
 }

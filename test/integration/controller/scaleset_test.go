@@ -1,11 +1,9 @@
 package controller
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,9 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
-	"github.com/gantry-dev/gantry/internal/controller/runner"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
-	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 	"github.com/gantry-dev/gantry/internal/testutil/stack"
 )
 
@@ -27,15 +23,7 @@ import (
 // simulator's defaults, GitHub's 50 s and 2 minutes).
 func newScaleSetWorld(t *testing.T, sessionTimeout, pollHold time.Duration) *world {
 	t.Helper()
-	w := &world{t: t, ns: env.Namespace(t), c: env.Client}
-	st := stack.Start(t, env, w.ns, stack.Options{
-		Token: testToken, CredentialsSecret: "github-creds", WebhookSecret: webhookSecret,
-		RateLimits:            simgithub.RateLimits{Disabled: true},
-		ActionsPollHold:       pollHold,
-		ActionsSessionTimeout: sessionTimeout,
-	})
-	w.sim, w.simURL, w.gantry, w.hookURL = st.Sim, st.SimURL, st.Gantry, st.HookURL
-	return w
+	return newWorldWith(t, stack.Options{ActionsSessionTimeout: sessionTimeout, ActionsPollHold: pollHold})
 }
 
 // scaleSetClient is GitHub's own Actions service client, as another listener (a dead
@@ -69,56 +57,6 @@ func (w *world) waitSession(pool string) int64 {
 	return id
 }
 
-// runScaleSetJobs plays kubelet and agent for every runner of the pool until n jobs
-// have completed, then lets their pods exit.
-func (w *world) runScaleSetJobs(pool string, n int) {
-	w.t.Helper()
-	started := map[string]bool{}
-	var wg sync.WaitGroup
-	errs := make(chan error, n*2)
-	w.eventuallyWithin(90*time.Second, fmt.Sprintf("%d jobs to complete", n), func() (bool, error) {
-		for _, rn := range w.runners(pool) {
-			if started[rn.Name] || rn.Status.PodName == "" || rn.Status.GitHubRunnerID == 0 || !rn.DeletionTimestamp.IsZero() {
-				continue
-			}
-			started[rn.Name] = true
-			w.setPodRunning(rn.Name)
-			secret := &corev1.Secret{}
-			if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: rn.Name}, secret); err != nil {
-				return false, err
-			}
-			agent, err := runnerapi.NewClientFromJITConfig(string(secret.Data[runner.JITConfigKey]), nil)
-			if err != nil {
-				return false, err
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				defer cancel()
-				if _, err := agent.Run(ctx, runnerapi.RunOptions{PollWait: 2 * time.Second}); err != nil {
-					errs <- err
-				}
-			}()
-		}
-		done := 0
-		for _, j := range w.sim.Jobs() {
-			if j.Status == "completed" {
-				done++
-			}
-		}
-		return done == n, nil
-	})
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		w.t.Errorf("agent: %v", err)
-	}
-	for name := range started {
-		w.setPodExitedUnlessGone(name, 0)
-	}
-}
-
 // A scale-set pool creates its scale set with the pool's labels, opens a session, scales
 // from zero for the jobs GitHub assigns it, back to zero, and on deletion leaves nothing
 // behind: no runner, no pod, no scale set, no session.
@@ -146,7 +84,7 @@ func TestScaleSetPoolScalesFromZeroAndBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w.runScaleSetJobs("ss", jobs)
+	w.runJobs("ss", jobs)
 	w.eventually("the pool back at zero", func() (bool, error) {
 		p := w.getPool("ss")
 		return len(w.runners("ss")) == 0 && len(w.sim.Runners()) == 0 && p.Status.ScaleSet != nil &&
@@ -213,7 +151,7 @@ func TestScaleSetDeletedOnGitHubIsRecreated(t *testing.T) {
 	if _, err := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/api", Labels: []string{"again"}, Duration: simgithub.Duration(100 * time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
-	w.runScaleSetJobs("again", 1)
+	w.runJobs("again", 1)
 }
 
 // A session left open by a controller that died (SIGKILL: it could not close it) is
@@ -275,7 +213,7 @@ func TestSessionHeldByADeadLeaderIsTakenOver(t *testing.T) {
 	if _, err := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/api", Labels: []string{"ha"}, Duration: simgithub.Duration(100 * time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
-	w.runScaleSetJobs("ha", 1)
+	w.runJobs("ha", 1)
 }
 
 // A same-named scale set Gantry did not create for the pool is never taken over: the
@@ -380,7 +318,7 @@ func TestTwoHundredScaleSetPoolsInOneManager(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w.runScaleSetJobs("", burst)
+	w.runJobs("", burst)
 	w.eventuallyWithin(2*time.Minute, "every pool back at zero", func() (bool, error) {
 		return len(w.runners("")) == 0 && len(w.sim.Runners()) == 0, nil
 	})
