@@ -42,6 +42,9 @@ type Clients struct {
 
 const clientsPerKey = 4
 
+// requestTimeout bounds each request to the Actions service.
+const requestTimeout = 90 * time.Second
+
 type clientKey struct {
 	secret      types.NamespacedName
 	fingerprint string
@@ -101,7 +104,9 @@ func (c *Clients) newClient(configURL string, data map[string][]byte) (*scaleset
 	if retries == 0 {
 		retries = 2
 	}
-	opts := []scaleset.HTTPOption{scaleset.WithRetryMax(retries), scaleset.WithRetryWaitMax(5 * time.Second)}
+	// The timeout covers the long poll (the service holds it up to about 50 s) and
+	// bounds a request that hangs, which would hold the client's lock meanwhile.
+	opts := []scaleset.HTTPOption{scaleset.WithRetryMax(retries), scaleset.WithRetryWaitMax(5 * time.Second), scaleset.WithTimeout(requestTimeout)}
 	if c.RootCAs != nil {
 		opts = append(opts, scaleset.WithRootCAs(c.RootCAs))
 	}
