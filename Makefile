@@ -115,7 +115,7 @@ demo: build k8s-bins ## The whole system on a simulated cluster and GitHub: 40 j
 	bin/gantry sim run --scenario demo --out out/demo --k8s-bins "$(K8S_BINS)"
 
 # burst-scaleset right after burst: its pickup is judged against burst's of the same run.
-BENCH_SCENARIOS ?= burst burst-scaleset steady scale
+BENCH_SCENARIOS ?= burst burst-scaleset steady scale idle-scalesets burst-scalesets-50
 .PHONY: bench
 bench: build k8s-bins ## Benchmark scenarios (BENCH_SCENARIOS) into out/bench, compared with bench/baseline.json
 	@status=0; for s in $(BENCH_SCENARIOS); do \

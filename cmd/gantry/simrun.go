@@ -41,7 +41,9 @@ live view; and writes <out>/report.json and <out>/report.html.
 format; gantry sim export-trace writes one from a real organization). --faults FILE
 plays a fault schedule during the workload of any scenario. --demand-source ScaleSet
 runs any scenario or trace with the pool's demand from a runner scale set (renamed
-NAME-scaleset: burst becomes burst-scaleset).
+NAME-scaleset: burst becomes burst-scaleset). A scenario of many pools (pools > 1, on
+ScaleSet only) or with an idle window waits for every pool's session before its
+workload; its idle window measures the controller with no job (report.json's idle).
 
 After Gantry's workload, a burst or steady scenario (no trace, no faults, demand from
 webhooks) is run again by an oracle that makes only a JIT configuration, a Secret and
@@ -79,7 +81,7 @@ Scenarios: ` + scenarioList(),
 			fmt.Fprint(cmd.OutOrStdout(), "\n"+rep.Summary())
 			fmt.Fprintf(cmd.OutOrStdout(), "Report: %s and %s\n", filepath.Join(out, "report.json"), filepath.Join(out, "report.html"))
 			if !rep.Clean() {
-				return fmt.Errorf("scenario %s did not end clean (unfinished, lost or left over, or a busy runner killed): see the report", sc.Name)
+				return fmt.Errorf("scenario %s did not end clean (unfinished, lost or left over, a busy runner killed, or a pool's scale-set session not open): see the report", sc.Name)
 			}
 			return nil
 		},

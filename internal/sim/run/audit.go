@@ -27,9 +27,9 @@ type KubeAPI struct {
 	UncachedReadsPerJob float64 `json:"uncached_reads_per_job"`
 	// PoolStatusWrites are the updates and patches of runnerpools/status.
 	PoolStatusWrites int64 `json:"pool_status_writes"`
-	// PoolStatusWritesPerSecond is their mean rate per pool while jobs ran (first job
-	// queued → last job done); PoolStatusWritesPeak the highest rate of one pool over
-	// any 10 seconds.
+	// PoolStatusWritesPerSecond is their mean rate per pool — over every pool of the
+	// scenario, written or not — while jobs ran (first job queued → last job done);
+	// PoolStatusWritesPeak the highest rate of one pool over any 10 seconds.
 	PoolStatusWritesPerSecond float64 `json:"pool_status_writes_per_second"`
 	PoolStatusWritesPeak      float64 `json:"pool_status_writes_per_second_peak_10s"`
 }
@@ -107,8 +107,8 @@ func isWrite(verb string) bool {
 	return false
 }
 
-// kubeAPI sums the audit for a run of jobs that ran from start to end.
-func (a kubeAudit) kubeAPI(jobs int, start, end time.Time) *KubeAPI {
+// kubeAPI sums the audit for a run of jobs on pools pools that ran from start to end.
+func (a kubeAudit) kubeAPI(jobs, pools int, start, end time.Time) *KubeAPI {
 	k := &KubeAPI{Requests: a.requests}
 	var writes, reads int64
 	for key, n := range a.requests {
@@ -130,7 +130,7 @@ func (a kubeAudit) kubeAPI(jobs int, start, end time.Time) *KubeAPI {
 		sum += meanRate(ts, start, end)
 		k.PoolStatusWritesPeak = math.Max(k.PoolStatusWritesPeak, peakRate(ts, peakWindow))
 	}
-	if n := len(a.poolStatusWrites); n > 0 {
+	if n := max(pools, len(a.poolStatusWrites)); n > 0 {
 		k.PoolStatusWritesPerSecond = round2(sum / float64(n))
 	}
 	return k

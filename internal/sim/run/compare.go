@@ -43,6 +43,17 @@ type Figures struct {
 	// GitHub calls per job on the Actions service, and on both APIs.
 	ActionsServiceCallsPerJob *float64 `json:"actions_service_calls_per_job,omitempty"`
 	GitHubCallsPerJob         *float64 `json:"github_calls_per_job,omitempty"`
+	// Many pools: how long after the controller was ready every pool's session was
+	// open (-1: not all within the wait).
+	SessionsOpenSeconds *float64 `json:"sessions_open_seconds,omitempty"`
+	// The idle window (report.json's idle): the controller with every pool's session
+	// open and no job.
+	IdleGoroutines                          *float64 `json:"idle_goroutines,omitempty"`
+	IdleRSSMiB                              *float64 `json:"idle_rss_mib,omitempty"`
+	IdleCPUSecondsPerMinute                 *float64 `json:"idle_cpu_seconds_per_minute,omitempty"`
+	IdleActionsServiceCallsPerMinute        *float64 `json:"idle_actions_service_calls_per_minute,omitempty"`
+	IdleActionsServiceCallsPerMinutePerPool *float64 `json:"idle_actions_service_calls_per_minute_per_pool,omitempty"`
+	IdleRESTCallsPerMinute                  *float64 `json:"idle_rest_calls_per_minute,omitempty"`
 	// Conditions, not compared: the pool's demand source (absent: Webhook, the only
 	// one before), when, on how many CPUs, under what load (1-minute average at the
 	// start and the end of the run).
@@ -79,6 +90,24 @@ func FiguresOf(r *Report) Figures {
 	}
 	if r.JobsTotal > 0 && r.Controller.Processes > 0 {
 		f.CPUMsPerJob = val(r.ControllerCPUPerJob)
+	}
+	if s := r.Sessions; s != nil {
+		f.SessionsOpenSeconds = val(-1)
+		if s.Seconds != nil {
+			f.SessionsOpenSeconds = val(*s.Seconds)
+		}
+	}
+	if i := r.Idle; i != nil {
+		f.IdleCPUSecondsPerMinute = val(i.CPUSecondsPerMinute)
+		f.IdleActionsServiceCallsPerMinute = val(i.ActionsServiceCallsPerMinute)
+		f.IdleActionsServiceCallsPerMinutePerPool = val(i.ActionsServiceCallsPerMinutePerPool)
+		f.IdleRESTCallsPerMinute = val(i.RESTCallsPerMinute)
+		if i.Goroutines > 0 { // 0: the metrics did not answer
+			f.IdleGoroutines = val(float64(i.Goroutines))
+		}
+		if i.RSSBytes > 0 {
+			f.IdleRSSMiB = val(round1(float64(i.RSSBytes) / (1 << 20)))
+		}
 	}
 	return f
 }
@@ -137,6 +166,13 @@ var figures = []figure{
 	{name: "controller peak RSS (MiB)", value: func(f Figures) *float64 { return val(f.PeakRSSMiB) }},
 	{name: "jobs lost (faults)", value: func(f Figures) *float64 { return intPtr(f.JobsLost) }},
 	{name: "worst recovery (s, -1 never)", value: func(f Figures) *float64 { return f.RecoverySeconds }},
+	{name: "sessions all open (s, -1 never)", value: func(f Figures) *float64 { return f.SessionsOpenSeconds }},
+	{name: "idle: goroutines", value: func(f Figures) *float64 { return f.IdleGoroutines }},
+	{name: "idle: controller RSS (MiB)", value: func(f Figures) *float64 { return f.IdleRSSMiB }},
+	{name: "idle: controller CPU (s/min)", value: func(f Figures) *float64 { return f.IdleCPUSecondsPerMinute }},
+	{name: "idle: Actions service calls/min", value: func(f Figures) *float64 { return f.IdleActionsServiceCallsPerMinute }},
+	{name: "idle: Actions service calls/min per pool", value: func(f Figures) *float64 { return f.IdleActionsServiceCallsPerMinutePerPool }},
+	{name: "idle: REST calls/min", value: func(f Figures) *float64 { return f.IdleRESTCallsPerMinute }},
 }
 
 // constFloor is a floor known by construction, in a run that measured the floor: the
@@ -195,6 +231,13 @@ type Target struct {
 // leaves room for the session's setup, token renewals and runner removals, and fails
 // a controller that reads or acknowledges each job message on its own (6 and more).
 // Its Kubernetes side is burst's, and so are those targets.
+//
+// idle-scalesets holds 200 scale-set sessions open with no job. An idle session costs
+// the service one long poll per hold (50 s, GitHub's): 1.2 calls a minute. At most 2
+// per pool leaves room for the session's and the tokens' refreshes, and fails a
+// listener that polls without waiting out the hold or opens its session again and
+// again. burst-scalesets-50's burst lands on 50 of 200 pools, 10 jobs each: every job
+// is picked up and nothing is left over, whichever pool it named.
 var Targets = []Target{
 	{Scenario: "burst", Figure: "reaction p99 (s)", Max: 1.5, OfFloor: true},
 	{Scenario: "burst", Figure: "pickup p99 (s)", Max: 1.15, OfFloor: true},
@@ -209,6 +252,9 @@ var Targets = []Target{
 	{Scenario: "burst-scaleset", Figure: "Kubernetes API writes per job", Max: 6},
 	{Scenario: "burst-scaleset", Figure: "uncached reads per job", Max: 1},
 	{Scenario: "burst-scaleset", Figure: "pool status writes/s (busiest 10 s)", Max: 1},
+	{Scenario: "idle-scalesets", Figure: "idle: Actions service calls/min per pool", Max: 2},
+	{Scenario: "burst-scalesets-50", Figure: "jobs never picked up", Max: 0},
+	{Scenario: "burst-scalesets-50", Figure: "left over", Max: 0},
 	{Scenario: "steady", Figure: "Kubernetes API writes per job", Max: 6},
 	{Scenario: "steady", Figure: "uncached reads per job", Max: 1},
 	{Scenario: "steady", Figure: "REST calls per job", Max: 1.05},

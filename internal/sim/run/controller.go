@@ -187,22 +187,61 @@ func (c *controller) stop() Controller {
 // requests to the kube-apiserver, watches included) from its metrics endpoint, summed
 // by method; nil if the endpoint does not answer.
 func scrapeKubeRequests(url string) map[string]int64 {
+	text, err := scrapeMetrics(url)
+	if err != nil {
+		return nil
+	}
+	return parseKubeRequests(text)
+}
+
+// scrapeGauge reads an unlabelled metric (go_goroutines) from the controller's metrics
+// endpoint.
+func scrapeGauge(url, name string) (float64, error) {
+	text, err := scrapeMetrics(url)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := parseGauge(text, name)
+	if !ok {
+		return 0, fmt.Errorf("the controller's metrics have no %s", name)
+	}
+	return v, nil
+}
+
+// scrapeMetrics reads the controller's metrics, in Prometheus text.
+func scrapeMetrics(url string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil
+		return "", err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil
+		return "", fmt.Errorf("reading the controller's metrics: %w", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("reading the controller's metrics: %s", resp.Status)
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return nil
+		return "", fmt.Errorf("reading the controller's metrics: %w", err)
 	}
-	return parseKubeRequests(string(body))
+	return string(body), nil
+}
+
+// parseGauge reads the value of the unlabelled metric name in Prometheus text.
+func parseGauge(text, name string) (float64, bool) {
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(line, name+" ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		return v, err == nil
+	}
+	return 0, false
 }
 
 // parseKubeRequests sums rest_client_requests_total by method in Prometheus text.

@@ -40,6 +40,19 @@ func processCPU() map[string]float64 {
 	return out
 }
 
+// procCPUSeconds is the user+system CPU time, in seconds, process pid used so far.
+func procCPUSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the controller's CPU time: %w", err)
+	}
+	_, _, cpu, ok := parseStat(string(b))
+	if !ok {
+		return 0, fmt.Errorf("reading the controller's CPU time: /proc/%d/stat unreadable", pid)
+	}
+	return cpu, nil
+}
+
 // parseStat reads the command name, parent pid and user+system CPU seconds of a
 // /proc/PID/stat line.
 func parseStat(s string) (name string, ppid int, cpu float64, ok bool) {

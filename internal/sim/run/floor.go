@@ -43,8 +43,9 @@ type floorEnv struct {
 	agents interface{ Events() []agent.Event }
 }
 
+// floorEnv is the oracle's view of the world: its one pool (Scenario.hasFloor).
 func (w *world) floorEnv() floorEnv {
-	return floorEnv{cfg: w.cl.Config, sim: w.sim, simURL: w.simURL, pool: w.pool, agents: w.agents}
+	return floorEnv{cfg: w.cl.Config, sim: w.sim, simURL: w.simURL, pool: w.pools[0], agents: w.agents}
 }
 
 // floorRun is what the oracle's run left for the report.

@@ -100,7 +100,7 @@ func TestJobTimes(t *testing.T) {
 }
 
 func TestFloorPodHasGantrysShape(t *testing.T) {
-	pool := newPool(Scenarios["burst"], "http://127.0.0.1:1")
+	pool := newPool(Scenarios["burst"], "http://127.0.0.1:1", poolName)
 	pod := floorPod(pool, "floor-7")
 	c := pod.Spec.Containers[0]
 	got := []string{
@@ -175,7 +175,7 @@ func TestAuditCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := a.kubeAPI(2, t0, at(26))
+	got := a.kubeAPI(2, 1, t0, at(26))
 	want := &KubeAPI{
 		Requests: map[string]int64{
 			"create pods": 1, "create secrets": 1, "get secrets": 1, "list pods": 1, "watch pods": 1, "get /apis": 1,
@@ -189,6 +189,10 @@ func TestAuditCounts(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("audit counts (-want +got):\n%s", diff)
+	}
+	// The mean is per pool of the scenario, those that wrote no status included.
+	if got := a.kubeAPI(2, 2, t0, at(26)).PoolStatusWritesPerSecond; got != 0.25 {
+		t.Errorf("pool status writes per second per pool, of 2 pools one of which wrote: %v, want 0.25", got)
 	}
 	if _, err := readAudit(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("a missing audit log reads")

@@ -9,10 +9,27 @@ import (
 )
 
 // runGantry runs the scenario's workload through Gantry — the sampler, the fault
-// schedule, the jobs — waits for the jobs and for the pool to drain, takes what the
+// schedule, the jobs — waits for the jobs and for the pools to drain, takes what the
 // report needs of the world, and stops the controller, so that nothing after it (the
-// floor) is counted as Gantry's.
+// floor) is counted as Gantry's. Before the workload it waits for every pool's
+// scale-set session (Scenario.waitsForSessions) and holds the idle window
+// (Scenario.Idle); neither counts in the workload's figures.
 func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.Writer) (reportInputs, error) {
+	var sessions *Sessions
+	var idle *IdleReport
+	names := sc.poolNames()
+	if sc.waitsForSessions() {
+		s := waitSessions(ctx, w.sim, names, sessionsWait, out)
+		sessions = &s
+	}
+	if sc.Idle > 0 {
+		probe := idleProbe{sim: w.sim, pid: w.ctrl.pid, metricsURL: w.ctrl.metricsURL}
+		idle = measureIdle(ctx, probe, w.sim, names, sc.Idle, out)
+	}
+	if err := ctx.Err(); err != nil {
+		return reportInputs{}, err
+	}
+
 	smp := newSampler(w.runners, w.sim, w.ctrl.pid, out)
 	sctx, stopSampler := context.WithCancel(ctx)
 	samplerDone := make(chan struct{})
@@ -78,6 +95,7 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 		calls: w.sim.CallCounts(), samples: smp.samples(), finished: finished, lastJobDone: lastDone,
 		drained: drained, drainedAt: drainedAt, injections: injections, lostNodePods: lostNodePods,
 		leftover: leftovers(ctx, w.cl.Client, w.sim), cpu: processCPU(),
+		sessions: sessions, idle: idle,
 	}
 	in.controller = w.ctrl.stop()
 	if in.controller.Processes > 0 {

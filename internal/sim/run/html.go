@@ -81,7 +81,8 @@ func (r *Report) view() htmlView {
 func (r *Report) writeHTML(w io.Writer) error { return htmlReport.Execute(w, r.view()) }
 
 var htmlReport = template.Must(template.New("report").Funcs(template.FuncMap{
-	"f2": func(p *float64) string { return num(p) },
+	"f2":  func(p *float64) string { return num(p) },
+	"mib": func(b int64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<20)) },
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Gantry sim: {{.Scenario}}</title>
 <style>
@@ -101,7 +102,18 @@ rect.f{fill:#f0ad4e;opacity:.25}.f{color:#f0ad4e}
 </style></head><body>
 <h1>Gantry sim — {{.Scenario}}</h1>
 <p>{{.Description}}</p>
-<p>Demand source: <strong>{{.DemandSource}}</strong> (the pool's <code>spec.demand.source</code>: {{if eq (print .DemandSource) "ScaleSet"}}a runner scale set, long-polled on GitHub's Actions service{{else}}workflow_job webhooks{{end}}).</p>
+<p>Demand source: <strong>{{.DemandSource}}</strong> (the pool's <code>spec.demand.source</code>: {{if eq (print .DemandSource) "ScaleSet"}}a runner scale set, long-polled on GitHub's Actions service{{else}}workflow_job webhooks{{end}}){{if gt .Pools 1}}, {{.Pools}} pools{{end}}.</p>
+{{with .Sessions}}<p>Before the workload, {{.Open}} of the {{.Pools}} pools' scale-set sessions were open{{if .Seconds}}: all {{f2 .Seconds}} s after the controller was ready{{else}}: <strong>not all within 5 minutes</strong>{{end}}.</p>{{end}}
+{{with .Idle}}<h2>Idle</h2>
+<p>The controller with {{.SessionsOpen}} of {{.Pools}} pools' sessions open and no job, over a {{.WindowSeconds}} s window{{if .Error}} (<strong>not all measured: {{.Error}}</strong>){{end}}.</p>
+<table>
+<tr><th>goroutines</th><td class="n">{{.Goroutines}}</td><td>at the end of the window ({{.GoroutinesStart}} at its start), the controller's <code>go_goroutines</code></td></tr>
+<tr><th>resident memory (MiB)</th><td class="n">{{mib .RSSBytes}}</td><td>at the end of the window</td></tr>
+<tr><th>CPU-seconds per minute</th><td class="n">{{printf "%.3f" .CPUSecondsPerMinute}}</td><td>user + system, during the window</td></tr>
+<tr><th>Actions service calls per minute</th><td class="n">{{printf "%.2f" .ActionsServiceCallsPerMinute}}</td><td>{{printf "%.3f" .ActionsServiceCallsPerMinutePerPool}} per pool (calls answered in the window; a long poll held 50 s is 1.2 a minute over time)</td></tr>
+<tr><th>REST calls per minute</th><td class="n">{{printf "%.2f" .RESTCallsPerMinute}}</td><td></td></tr>
+</table>
+<table>{{range $k, $v := .ActionsServiceCallsByRoute}}<tr><td>{{$k}}</td><td class="n">{{$v}}</td></tr>{{end}}{{range $k, $v := .RESTCallsByRoute}}<tr><td>{{$k}}</td><td class="n">{{$v}}</td></tr>{{end}}</table>{{end}}
 {{if .Floor}}<h2>Gantry beside the floor</h2>
 <p>The floor is an oracle run on the same cluster and simulator right after Gantry's
 workload, with the same jobs (same seed): it knows each job the moment it is queued and

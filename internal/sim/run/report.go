@@ -27,8 +27,9 @@ import (
 // mid-job. Version 3 added floor, kube_api, controller_cpu_ms_per_job and jobs. Version
 // 4 added demand_source, actions_service_calls_per_job, github_calls_per_job and
 // actions_service_calls_by_endpoint, and left the Actions service's routes out of
-// rest_calls_by_endpoint.
-const SchemaVersion = 4
+// rest_calls_by_endpoint. Version 5 added pools, sessions and idle, and made
+// kube_api.pool_status_writes_per_second a mean over every pool of the scenario.
+const SchemaVersion = 5
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -108,23 +109,29 @@ type TraceReport struct {
 
 // Report is report.json.
 type Report struct {
-	SchemaVersion     int                   `json:"schema_version"`
-	Scenario          string                `json:"scenario"`
-	Description       string                `json:"description"`
-	DemandSource      v1alpha1.DemandSource `json:"demand_source"`
-	StartedAt         time.Time             `json:"started_at"`
-	Finished          bool                  `json:"finished"`
-	JobsTotal         int                   `json:"jobs_total"`
-	JobsNeverPickedUp int                   `json:"jobs_never_picked_up"`
-	JobsUnfinished    int                   `json:"jobs_unfinished"`
-	JobsFailed        int                   `json:"jobs_failed"`
-	PickupSeconds     Quantiles             `json:"pickup_seconds"`
-	ReactionSeconds   Quantiles             `json:"reaction_seconds"`
-	PoolReaction      Quantiles             `json:"pool_reaction_seconds"`
-	DrainSeconds      float64               `json:"drain_seconds"`
-	Drained           bool                  `json:"drained"`
-	RunnersCreated    int                   `json:"runners_created"`
-	IdleRunnerSeconds float64               `json:"idle_runner_seconds"`
+	SchemaVersion int                   `json:"schema_version"`
+	Scenario      string                `json:"scenario"`
+	Description   string                `json:"description"`
+	DemandSource  v1alpha1.DemandSource `json:"demand_source"`
+	// Pools is how many RunnerPools the scenario ran (Scenario.Pools, at least 1).
+	Pools int `json:"pools"`
+	// Sessions is how the pools' scale-set sessions opened before the workload; Idle
+	// what the controller cost idle once they were open (Scenario.Idle).
+	Sessions          *Sessions   `json:"sessions,omitempty"`
+	Idle              *IdleReport `json:"idle,omitempty"`
+	StartedAt         time.Time   `json:"started_at"`
+	Finished          bool        `json:"finished"`
+	JobsTotal         int         `json:"jobs_total"`
+	JobsNeverPickedUp int         `json:"jobs_never_picked_up"`
+	JobsUnfinished    int         `json:"jobs_unfinished"`
+	JobsFailed        int         `json:"jobs_failed"`
+	PickupSeconds     Quantiles   `json:"pickup_seconds"`
+	ReactionSeconds   Quantiles   `json:"reaction_seconds"`
+	PoolReaction      Quantiles   `json:"pool_reaction_seconds"`
+	DrainSeconds      float64     `json:"drain_seconds"`
+	Drained           bool        `json:"drained"`
+	RunnersCreated    int         `json:"runners_created"`
+	IdleRunnerSeconds float64     `json:"idle_runner_seconds"`
 	// GitHub calls per job: REST, Actions service (a scale set's), and both.
 	RESTCallsPerJob            float64            `json:"rest_calls_per_job"`
 	ActionsServiceCallsPerJob  float64            `json:"actions_service_calls_per_job"`
@@ -152,9 +159,12 @@ type Report struct {
 }
 
 // Clean reports whether the run ended as it should: every job finished and none was
-// lost, nothing left over, no busy runner killed.
+// lost, nothing left over, no busy runner killed, and every pool's scale-set session
+// open when the run waited for them and at the end of an idle window.
 func (r *Report) Clean() bool {
-	return r.Finished && r.JobsNeverPickedUp == 0 && r.JobsUnfinished == 0 && r.Leftover.Total() == 0 && r.BusyRunnersKilled == 0
+	return r.Finished && r.JobsNeverPickedUp == 0 && r.JobsUnfinished == 0 && r.Leftover.Total() == 0 && r.BusyRunnersKilled == 0 &&
+		(r.Sessions == nil || r.Sessions.Open == r.Sessions.Pools) &&
+		(r.Idle == nil || r.DemandSource != v1alpha1.DemandSourceScaleSet || r.Idle.SessionsOpen == r.Idle.Pools)
 }
 
 type reportInputs struct {
@@ -176,12 +186,15 @@ type reportInputs struct {
 	leftover               Leftover
 	host, hostEnd          Host
 	cpu                    map[string]float64
+	sessions               *Sessions
+	idle                   *IdleReport
 }
 
 func buildReport(sc Scenario, in reportInputs) *Report {
 	start := in.start
 	r := &Report{
 		SchemaVersion: SchemaVersion, Scenario: sc.Name, Description: sc.Description, DemandSource: sc.demandSource(),
+		Pools: sc.pools(), Sessions: in.sessions, Idle: in.idle,
 		StartedAt: start, Finished: in.finished, Drained: in.drained, JobsTotal: len(in.jobs), Samples: in.samples,
 		Controller: in.controller, Leftover: in.leftover,
 		RESTCallsByRoute: map[string]int64{}, ActionsServiceCallsByRoute: map[string]int64{},
@@ -195,7 +208,7 @@ func buildReport(sc Scenario, in reportInputs) *Report {
 	r.RunnersCreated, r.IdleRunnerSeconds = runnerUse(in.events)
 	r.PoolReaction = quantiles(poolReactions(in.jobs, in.runnersSeen, start))
 	lostWithNode := r.countKills(in.events, in.injections, start)
-	r.countCalls(in)
+	r.countCalls(in, sc.pools())
 	if in.drained && !in.lastJobDone.IsZero() {
 		r.DrainSeconds = round1(in.drainedAt.Sub(in.lastJobDone).Seconds())
 	}
@@ -339,8 +352,9 @@ func (r *Report) countKills(events []agent.Event, injections []fault.Injection, 
 }
 
 // countCalls sums the GitHub calls (REST and Actions service apart), the controller's
-// Kubernetes API requests and its CPU, per job.
-func (r *Report) countCalls(in reportInputs) {
+// Kubernetes API requests and its CPU, per job, and reads the audit of its requests
+// (of pools pools), jobs or none.
+func (r *Report) countCalls(in reportInputs, pools int) {
 	var rest, service int64
 	for route, c := range in.calls {
 		if actionsServiceRoute(route) {
@@ -352,6 +366,15 @@ func (r *Report) countCalls(in reportInputs) {
 		}
 	}
 	n := len(in.jobs)
+	if in.auditErr != nil {
+		r.KubeAPIError = in.auditErr.Error()
+	} else if len(in.audit.requests) > 0 {
+		end := in.lastJobDone
+		if end.IsZero() {
+			end = in.drainedAt
+		}
+		r.KubeAPI = in.audit.kubeAPI(n, pools, in.start, end)
+	}
 	if n == 0 {
 		return
 	}
@@ -366,15 +389,6 @@ func (r *Report) countCalls(in reportInputs) {
 	}
 	r.KubeWritesPerJob = round2(float64(writes) / float64(n))
 	r.ControllerCPUPerJob = round1(in.controller.CPUSeconds * 1000 / float64(n))
-	if in.auditErr != nil {
-		r.KubeAPIError = in.auditErr.Error()
-	} else if len(in.audit.requests) > 0 {
-		end := in.lastJobDone
-		if end.IsZero() {
-			end = in.drainedAt
-		}
-		r.KubeAPI = in.audit.kubeAPI(n, in.start, end)
-	}
 }
 
 // actionsServiceRoute reports whether a route of the simulator's call counts is one of
@@ -518,6 +532,16 @@ func (r *Report) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Scenario %s (demand: %s): %d jobs, %d never picked up, %d unfinished, %d failed; finished %v, drained %v\n",
 		r.Scenario, r.DemandSource, r.JobsTotal, r.JobsNeverPickedUp, r.JobsUnfinished, r.JobsFailed, r.Finished, r.Drained)
+	if s := r.Sessions; s != nil {
+		opened := "not all within 5m"
+		if s.Seconds != nil {
+			opened = fmt.Sprintf("all open %.1fs after the controller was ready", *s.Seconds)
+		}
+		fmt.Fprintf(&b, "  %d pools: %d scale-set sessions open before the workload (%s)\n", s.Pools, s.Open, opened)
+	}
+	if i := r.Idle; i != nil {
+		fmt.Fprintf(&b, "  idle: %s\n", i.summary())
+	}
 	fmt.Fprintf(&b, "  pickup   p50 %.2fs  p95 %.2fs  p99 %.2fs  max %.2fs\n", r.PickupSeconds.P50, r.PickupSeconds.P95, r.PickupSeconds.P99, r.PickupSeconds.Max)
 	fmt.Fprintf(&b, "  reaction p50 %.2fs  p95 %.2fs  p99 %.2fs  max %.2fs  (job → runner pod; job → Runner object: p50 %.2fs p99 %.2fs)\n",
 		r.ReactionSeconds.P50, r.ReactionSeconds.P95, r.ReactionSeconds.P99, r.ReactionSeconds.Max, r.PoolReaction.P50, r.PoolReaction.P99)

@@ -73,7 +73,7 @@ func TestWithDemandSource(t *testing.T) {
 		if got.Name != tc.wantName || got.demandSource() != tc.wantSrc {
 			t.Errorf("%s: %s, %s; want %s, %s", tc.name, got.Name, got.demandSource(), tc.wantName, tc.wantSrc)
 		}
-		if got := newPool(got, "http://sim").Spec.Demand.Source; got != tc.wantSrc && (got != "" || tc.wantSrc != v1alpha1.DemandSourceWebhook) {
+		if got := newPool(got, "http://sim", poolName).Spec.Demand.Source; got != tc.wantSrc && (got != "" || tc.wantSrc != v1alpha1.DemandSourceWebhook) {
 			t.Errorf("%s: the pool's spec.demand.source is %q, want %s", tc.name, got, tc.wantSrc)
 		}
 	}
@@ -118,7 +118,8 @@ func scaleSetLabels(pool *v1alpha1.RunnerPool) []string {
 // Every job any scenario (or the sample trace's replay) queues has its runs-on labels
 // among its pool's scale-set labels: on --demand-source ScaleSet, GitHub hands every
 // job to the pool's scale set (as the simulator's matchScaleSet does: every label of
-// the job, case-insensitively, is one of the scale set's).
+// the job, case-insensitively, is one of the scale set's). With many pools, a job fits
+// exactly one: the pool its runs-on names.
 func TestEveryScenarioJobFitsItsScaleSet(t *testing.T) {
 	scenarios := []Scenario{TraceScenario(sampleTrace(t), "sample-trace.jsonl", 1)}
 	for _, sc := range Scenarios {
@@ -126,39 +127,65 @@ func TestEveryScenarioJobFitsItsScaleSet(t *testing.T) {
 	}
 	for _, sc := range scenarios {
 		sc = WithDemandSource(sc, v1alpha1.DemandSourceScaleSet)
-		pool := newPool(sc, "http://sim")
-		if !pool.UsesScaleSet() || pool.ScaleSetName() != poolName {
-			t.Errorf("%s: pool uses a scale set %v named %q; want one named %s", sc.Name, pool.UsesScaleSet(), pool.ScaleSetName(), poolName)
+		pools := newPools(sc, "http://sim")
+		if len(pools) != sc.pools() {
+			t.Errorf("%s: %d pools, want %d", sc.Name, len(pools), sc.pools())
 		}
-		have := map[string]bool{}
-		for _, l := range scaleSetLabels(pool) {
-			have[strings.ToLower(l)] = true
+		for i, pool := range pools {
+			if want := sc.poolNames()[i]; !pool.UsesScaleSet() || pool.Name != want || pool.ScaleSetName() != want {
+				t.Errorf("%s: pool %s uses a scale set %v named %q; want one named %s", sc.Name, pool.Name, pool.UsesScaleSet(), pool.ScaleSetName(), want)
+			}
 		}
-		jobs := [][]string{sc.workload().job.Labels}
-		if sc.Trace != nil {
+		wl := sc.workload()
+		jobs := [][]string{wl.job.Labels}
+		switch {
+		case sc.Trace != nil:
 			jobs = nil
 			for _, j := range sc.Trace.Jobs {
 				jobs = append(jobs, j.Labels)
 			}
+		case len(wl.spread) > 0:
+			jobs = wl.spread
 		}
 		for _, labels := range jobs {
-			for _, l := range labels {
-				if !have[strings.ToLower(l)] {
-					t.Errorf("%s: a job's runs-on %v has %q, not among the scale set's labels %v", sc.Name, labels, l, scaleSetLabels(pool))
-					break
+			var fits []string
+			for _, pool := range pools {
+				if covers(scaleSetLabels(pool), labels) {
+					fits = append(fits, pool.Name)
 				}
+			}
+			if len(fits) != 1 {
+				t.Errorf("%s: a job's runs-on %v fits the scale sets of %v; want exactly one pool's", sc.Name, labels, fits)
 			}
 		}
 	}
 }
 
+// covers reports whether every label of a job is one of a scale set's, as GitHub
+// compares them (case-insensitively).
+func covers(setLabels, jobLabels []string) bool {
+	have := map[string]bool{}
+	for _, l := range setLabels {
+		have[strings.ToLower(l)] = true
+	}
+	for _, l := range jobLabels {
+		if !have[strings.ToLower(l)] {
+			return false
+		}
+	}
+	return true
+}
+
 // The simulator itself assigns the workload's jobs to the scale set the controller will
-// create for the pool: the scale-set scenarios' jobs, and a trace's.
+// create for the pool: the scale-set scenarios' jobs, a trace's, and a burst spread
+// over some of many pools, each job to the pool it names.
 func TestSimulatorAssignsTheWorkloadToThePoolsScaleSet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	spread := Scenarios["burst-scalesets-50"]
+	spread.Pools, spread.BurstPools = 5, 3
 	scenarios := []Scenario{
-		Scenarios["burst-scaleset"], Scenarios["steady-scaleset"],
+		Scenarios["burst-scaleset"], Scenarios["steady-scaleset"], spread,
 		WithDemandSource(TraceScenario(sampleTrace(t), "sample-trace.jsonl", 1e6), v1alpha1.DemandSourceScaleSet),
 	}
 	for _, sc := range scenarios {
@@ -168,9 +195,9 @@ func TestSimulatorAssignsTheWorkloadToThePoolsScaleSet(t *testing.T) {
 			if err := w.startGitHub(ctx, sc); err != nil {
 				t.Fatal(err)
 			}
-			pool := newPool(sc, w.simURL)
+			pools := newPools(sc, w.simURL)
 			c, err := scaleset.NewClientWithPersonalAccessToken(scaleset.NewClientWithPersonalAccessTokenConfig{
-				GitHubConfigURL: pool.Spec.GitHub.URL, PersonalAccessToken: simToken,
+				GitHubConfigURL: pools[0].Spec.GitHub.URL, PersonalAccessToken: simToken,
 				SystemInfo: scaleset.SystemInfo{System: "gantry-sim-test"},
 			}, scaleset.WithRetryMax(1), scaleset.WithRetryWaitMax(10*time.Millisecond))
 			if err != nil {
@@ -180,12 +207,14 @@ func TestSimulatorAssignsTheWorkloadToThePoolsScaleSet(t *testing.T) {
 			if err != nil {
 				t.Fatalf("runner group: %v", err)
 			}
-			set := &scaleset.RunnerScaleSet{Name: pool.ScaleSetName(), RunnerGroupID: g.ID}
-			for _, l := range scaleSetLabels(pool) {
-				set.Labels = append(set.Labels, scaleset.Label{Name: l})
-			}
-			if _, err := c.CreateRunnerScaleSet(ctx, set); err != nil {
-				t.Fatalf("creating the scale set: %v", err)
+			for _, pool := range pools {
+				set := &scaleset.RunnerScaleSet{Name: pool.ScaleSetName(), RunnerGroupID: g.ID}
+				for _, l := range scaleSetLabels(pool) {
+					set.Labels = append(set.Labels, scaleset.Label{Name: l})
+				}
+				if _, err := c.CreateRunnerScaleSet(ctx, set); err != nil {
+					t.Fatalf("creating the scale set of %s: %v", pool.Name, err)
+				}
 			}
 
 			wl := sc.workload()
@@ -196,9 +225,23 @@ func TestSimulatorAssignsTheWorkloadToThePoolsScaleSet(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sets := w.sim.ScaleSets()
-			if len(sets) != 1 || sets[0].Assigned != len(queued) || len(queued) == 0 {
-				t.Errorf("%d jobs queued; scale sets %+v: want the one scale set assigned every job", len(queued), sets)
+			want := map[string]int{}
+			for i, name := range sc.poolNames() {
+				switch {
+				case len(pools) == 1:
+					want[name] = len(queued)
+				case i < sc.BurstPools:
+					want[name] = (wl.burst - i + sc.BurstPools - 1) / sc.BurstPools // jobs i, i+3, …
+				default:
+					want[name] = 0
+				}
+			}
+			got := map[string]int{}
+			for _, ss := range w.sim.ScaleSets() {
+				got[ss.Name] = ss.Assigned
+			}
+			if diff := cmp.Diff(want, got); diff != "" || len(queued) == 0 {
+				t.Errorf("%d jobs queued; jobs assigned per scale set (-want +got):\n%s", len(queued), diff)
 			}
 		})
 	}

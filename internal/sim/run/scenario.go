@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,8 +24,12 @@ type Scenario struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
 
-	// Burst jobs are queued at once, as matrix runs of at most 256 jobs.
+	// Burst jobs are queued at once, as runs of at most 256 jobs.
 	Burst int `json:"burst,omitempty"`
+	// BurstPools spreads the burst round-robin over the first BurstPools pools (default:
+	// every pool), each job's runs-on naming its pool's scale set alone; only with
+	// Pools > 1.
+	BurstPools int `json:"burst_pools,omitempty"`
 	// Rate jobs per second arrive as a Poisson process for Steady.
 	Rate   float64       `json:"rate,omitempty"`
 	Steady time.Duration `json:"steady,omitempty"`
@@ -37,7 +42,16 @@ type Scenario struct {
 	TraceFile  string       `json:"trace_file,omitempty"`
 	TraceSpeed float64      `json:"trace_speed,omitempty"`
 
-	// Pool settings. Labels default to linux, x64 (a trace's own labels for a replay).
+	// Idle is how long the run measures the controller idle (report.json's idle) once
+	// every pool's scale-set session is open, before its workload; 0: no idle window.
+	Idle time.Duration `json:"idle,omitempty"`
+
+	// Pools is how many RunnerPools of the same spec the scenario creates (default 1,
+	// named linux); more are named linux-001, linux-002, … and need demand source
+	// ScaleSet, each with a scale set named after its pool.
+	Pools int `json:"pools,omitempty"`
+	// Pool settings, of each pool. Labels default to linux, x64 (a trace's own labels
+	// for a replay).
 	Labels     []string                  `json:"labels,omitempty"`
 	MinIdle    int32                     `json:"min_idle"`
 	MaxRunners int32                     `json:"max_runners"`
@@ -140,6 +154,20 @@ var Scenarios = withScaleSetVariants(map[string]Scenario{
 		FailedRunnerRetention: 20 * time.Second, RunnerLostTimeout: 30 * time.Second,
 		Faults: &FaultsSchedule,
 	},
+	// Many scale-set pools in one controller: what they cost idle, and a burst that
+	// lands on some of them. maxRunners is each pool's own: 20 lets a pool of the
+	// burst run its 10 jobs at once.
+	"idle-scalesets": {
+		Name: "idle-scalesets", Description: "200 scale-set pools, no jobs: the controller measured idle for 2 minutes once all 200 sessions are open (long poll held 50 s, as GitHub's)",
+		Pools: 200, DemandSource: v1alpha1.DemandSourceScaleSet, Idle: 2 * time.Minute, MaxRunners: 10, Nodes: 2,
+		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 5 * time.Minute,
+	},
+	"burst-scalesets-50": {
+		Name: "burst-scalesets-50", Description: "200 scale-set pools; a 500-job burst spread round-robin over 50 of them (10 jobs each, runs-on naming the pool's scale set), 10 s jobs, pods start in 1 s",
+		Pools: 200, BurstPools: 50, DemandSource: v1alpha1.DemandSourceScaleSet,
+		Burst: 500, JobDuration: 10 * time.Second, MaxRunners: 20, Nodes: 10,
+		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
+	},
 }, "burst", "steady")
 
 // withScaleSetVariants adds to scenarios the ScaleSet variant of each of names, derived
@@ -236,8 +264,22 @@ func TraceScenario(tr trace.Trace, file string, speed float64) Scenario {
 // Validate checks what a run needs of a scenario.
 func (s Scenario) Validate() error {
 	var errs []error
-	if s.Trace == nil && s.Burst <= 0 && (s.Rate <= 0 || s.Steady <= 0) {
-		errs = append(errs, errors.New("the scenario queues no jobs: set burst, rate and steady, or a trace"))
+	if s.Trace == nil && s.Burst <= 0 && (s.Rate <= 0 || s.Steady <= 0) && s.Idle <= 0 {
+		errs = append(errs, errors.New("the scenario queues no jobs and measures no idle window: set burst, rate and steady, a trace, or idle"))
+	}
+	if s.Pools < 0 || s.BurstPools < 0 || s.Idle < 0 {
+		errs = append(errs, errors.New("pools, burst_pools and idle must not be negative"))
+	}
+	if s.Pools > 1 && s.demandSource() != v1alpha1.DemandSourceScaleSet {
+		// Webhook pools are matched to jobs by their labels: pools of one spec would all
+		// claim every job. A scale set is named, and a job can name it.
+		errs = append(errs, fmt.Errorf("pools %d needs demand_source ScaleSet: webhook pools of the same labels would all claim every job (run it with one pool, or on ScaleSet)", s.Pools))
+	}
+	if s.Pools > 1 && (s.Trace != nil || s.Rate > 0 || s.Steady > 0) {
+		errs = append(errs, fmt.Errorf("pools %d takes a burst only: steady arrivals and trace replays go to one pool", s.Pools))
+	}
+	if s.BurstPools > s.pools() {
+		errs = append(errs, fmt.Errorf("burst_pools %d is more than the scenario's %d pool(s)", s.BurstPools, s.pools()))
 	}
 	if s.MaxRunners <= 0 || s.Nodes <= 0 || s.Timeout <= 0 {
 		errs = append(errs, errors.New("max_runners, nodes and timeout must be positive"))
@@ -253,7 +295,36 @@ func (s Scenario) Validate() error {
 	return errors.Join(errs...)
 }
 
-// poolLabels are the labels of the scenario's pool.
+// pools is how many pools the scenario creates: Pools, at least 1.
+func (s Scenario) pools() int { return max(1, s.Pools) }
+
+// poolNames are the names of the scenario's pools, in order: linux alone, or linux-001,
+// linux-002, … (three digits at least, so that they sort in order). Each is also its
+// pool's scale-set name.
+func (s Scenario) poolNames() []string {
+	n := s.pools()
+	if n == 1 {
+		return []string{poolName}
+	}
+	width := max(3, len(strconv.Itoa(n)))
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%0*d", poolName, width, i+1)
+	}
+	return names
+}
+
+// burstPools are the names of the pools the burst is spread over: the first BurstPools
+// (default: all).
+func (s Scenario) burstPools() []string {
+	names := s.poolNames()
+	if s.BurstPools > 0 && s.BurstPools < len(names) {
+		names = names[:s.BurstPools]
+	}
+	return names
+}
+
+// poolLabels are the labels of the scenario's pools.
 func (s Scenario) poolLabels() []string {
 	if len(s.Labels) > 0 {
 		return s.Labels
@@ -261,16 +332,26 @@ func (s Scenario) poolLabels() []string {
 	return []string{"linux", "x64"}
 }
 
-// jobLabels are the runs-on labels of burst and steady jobs.
+// jobLabels are the runs-on labels of burst and steady jobs of a single pool's
+// scenario (Scenario.workload spreads a burst over many pools by scale-set name).
 func (s Scenario) jobLabels() []string {
 	return append([]string{"self-hosted"}, s.poolLabels()...)
 }
 
 // hasFloor reports whether a run measures the floor: a burst or steady workload
 // without faults (a trace or a fault schedule has no oracle to compare with) whose
-// demand comes from webhooks. The oracle registers classic JIT runners, and the scale
-// set a ScaleSet pool leaves on the simulator would be assigned the oracle's jobs, which
-// those runners could then never take.
+// demand comes from webhooks, on one pool. The oracle registers classic JIT runners,
+// and the scale set a ScaleSet pool leaves on the simulator would be assigned the
+// oracle's jobs, which those runners could then never take; and it serves one pool.
 func (s Scenario) hasFloor() bool {
-	return s.Trace == nil && s.Faults == nil && s.demandSource() == v1alpha1.DemandSourceWebhook
+	return s.Trace == nil && s.Faults == nil && s.demandSource() == v1alpha1.DemandSourceWebhook && s.pools() == 1 &&
+		(s.Burst > 0 || (s.Rate > 0 && s.Steady > 0))
+}
+
+// waitsForSessions reports whether the workload waits until every pool's scale-set
+// session is open: with many pools, whose sessions take a while to open, and before an
+// idle window, which measures them open. A single pool's burst starts at once, as it
+// always did: its session opens as the jobs arrive.
+func (s Scenario) waitsForSessions() bool {
+	return s.demandSource() == v1alpha1.DemandSourceScaleSet && (s.pools() > 1 || s.Idle > 0)
 }

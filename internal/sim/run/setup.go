@@ -24,13 +24,14 @@ import (
 const controllerUser = "gantry-controller"
 
 // world is what a run starts before its workload: the simulated cluster, the GitHub
-// simulator with acme's repositories and webhook, the pool, the controller (running),
+// simulator with acme's repositories and webhook, the pools, the controller (running),
 // the runner agents and a watch of the Runners. stop stops all of it, in reverse order.
 type world struct {
-	cl      *cluster.Cluster
-	sim     *simgithub.Sim
-	simURL  string
-	pool    *v1alpha1.RunnerPool
+	cl     *cluster.Cluster
+	sim    *simgithub.Sim
+	simURL string
+	// pools are the scenario's pools (Scenario.poolNames), all in namespace ci.
+	pools   []*v1alpha1.RunnerPool
 	ctrl    *controller
 	agents  *agent.Agents
 	runners *runnerWatch
@@ -86,9 +87,12 @@ func startWorld(ctx context.Context, sc Scenario, opts Options) (_ *world, err e
 	if _, err := w.sim.CreateHook(simgithub.HookSpec{Org: org, URL: "http://" + webhookAddr + "/webhook", Secret: hookSecret, Events: []string{"workflow_job"}}); err != nil {
 		return nil, err
 	}
-	w.pool = newPool(sc, w.simURL)
-	if err := setupNamespaces(ctx, w.cl.Client, w.pool); err != nil {
+	w.pools = newPools(sc, w.simURL)
+	if err := setupNamespaces(ctx, w.cl.Client, w.pools); err != nil {
 		return nil, err
+	}
+	if len(w.pools) > 1 {
+		say("%d RunnerPools %s … %s created", len(w.pools), w.pools[0].Name, w.pools[len(w.pools)-1].Name)
 	}
 	w.ctrl, err = newController(opts, sc, w.cl.AuditedKubeconfig, webhookAddr, ports[1], ports[2])
 	if err != nil {
@@ -152,11 +156,22 @@ func (w *world) startGitHub(ctx context.Context, sc Scenario) error {
 	return nil
 }
 
-// newPool is the scenario's RunnerPool ci/linux, pointed at the simulator, with the
-// scenario's demand source (a ScaleSet pool's scale set is named linux, its name).
-func newPool(sc Scenario, simURL string) *v1alpha1.RunnerPool {
+// newPools are the scenario's RunnerPools, one per name of Scenario.poolNames: ci/linux
+// alone, or ci/linux-001, ci/linux-002, … of the same spec.
+func newPools(sc Scenario, simURL string) []*v1alpha1.RunnerPool {
+	names := sc.poolNames()
+	pools := make([]*v1alpha1.RunnerPool, 0, len(names))
+	for _, name := range names {
+		pools = append(pools, newPool(sc, simURL, name))
+	}
+	return pools
+}
+
+// newPool is the scenario's RunnerPool ci/NAME, pointed at the simulator, with the
+// scenario's demand source (a ScaleSet pool's scale set is named NAME too).
+func newPool(sc Scenario, simURL, name string) *v1alpha1.RunnerPool {
 	pool := &v1alpha1.RunnerPool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: poolName},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: v1alpha1.RunnerPoolSpec{
 			GitHub: v1alpha1.GitHubSpec{URL: simURL + "/" + org, CredentialsSecretRef: v1alpha1.SecretReference{Name: "github-creds"}},
 			Labels: sc.poolLabels(), MinIdle: sc.MinIdle, MaxRunners: sc.MaxRunners, RegistrationMode: sc.Mode,
@@ -186,8 +201,8 @@ func newPool(sc Scenario, simURL string) *v1alpha1.RunnerPool {
 }
 
 // setupNamespaces creates the namespaces, the webhook and GitHub credential Secrets
-// and the pool.
-func setupNamespaces(ctx context.Context, c client.Client, pool *v1alpha1.RunnerPool) error {
+// and the pools.
+func setupNamespaces(ctx context.Context, c client.Client, pools []*v1alpha1.RunnerPool) error {
 	for _, ns := range []string{namespace, systemNamespace} {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err
@@ -202,7 +217,9 @@ func setupNamespaces(ctx context.Context, c client.Client, pool *v1alpha1.Runner
 			Data: map[string][]byte{manager.WebhookSecretKey: []byte(hookSecret)}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "github-creds"},
 			Data: map[string][]byte{"github_token": []byte(simToken)}},
-		pool.DeepCopy(),
+	}
+	for _, p := range pools {
+		objs = append(objs, p.DeepCopy())
 	}
 	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {

@@ -22,16 +22,44 @@ type workload struct {
 	rate   float64
 	steady time.Duration
 	// job is the template of burst and steady jobs.
-	job   simgithub.JobSpec
-	trace *trace.Trace
-	speed float64
+	job simgithub.JobSpec
+	// spread, when set, are the runs-on labels the burst's jobs take in turn (job i
+	// the i-th modulo their number) instead of job's: one pool's scale set each.
+	spread [][]string
+	trace  *trace.Trace
+	speed  float64
 }
 
 func (s Scenario) workload() workload {
-	return workload{
+	wl := workload{
 		burst: s.Burst, rate: s.Rate, steady: s.Steady, trace: s.Trace, speed: s.TraceSpeed,
 		job: simgithub.JobSpec{Repo: org + "/app", Labels: s.jobLabels(), Duration: simgithub.Duration(s.JobDuration)},
 	}
+	if s.pools() > 1 {
+		// runs-on: the scale set's name, as workflows select a scale set: GitHub offers
+		// the job to that scale set alone (the pools share every other label).
+		for _, name := range s.burstPools() {
+			wl.spread = append(wl.spread, []string{name})
+		}
+	}
+	return wl
+}
+
+// burstRun is the run of the burst's jobs from the i-th to the i+n-th: a matrix of the
+// job, or those jobs one by one with their labels when the burst is spread over pools.
+func (wl workload) burstRun(i, n int) simgithub.RunSpec {
+	run := simgithub.RunSpec{Repo: wl.job.Repo, Workflow: "CI"}
+	if len(wl.spread) == 0 {
+		run.Matrix, run.Template = n, wl.job
+		return run
+	}
+	for k := i; k < i+n; k++ {
+		j := wl.job
+		j.Labels = wl.spread[k%len(wl.spread)]
+		j.Name = fmt.Sprintf("build (%d)", k+1)
+		run.Jobs = append(run.Jobs, j)
+	}
+	return run
 }
 
 // jobQueue is where a workload queues its jobs: the GitHub simulator.
@@ -61,16 +89,16 @@ func queueWorkload(ctx context.Context, q jobQueue, wl workload, seed uint64, no
 	if wl.trace != nil {
 		return out, replay(ctx, q, wl, add)
 	}
-	for left := wl.burst; left > 0; {
-		n := min(left, 256) // GitHub's matrix limit
-		run, err := q.QueueRun(simgithub.RunSpec{Repo: wl.job.Repo, Workflow: "CI", Matrix: n, Template: wl.job})
+	for i := 0; i < wl.burst; {
+		n := min(wl.burst-i, 256) // GitHub's matrix limit
+		run, err := q.QueueRun(wl.burstRun(i, n))
 		if err != nil {
 			return nil, fmt.Errorf("queueing the burst: %w", err)
 		}
 		for _, j := range run.Jobs {
 			add(queuedJob{id: j.ID, conclusion: simgithub.ConclusionSuccess})
 		}
-		left -= n
+		i += n
 	}
 	if wl.rate <= 0 || wl.steady <= 0 {
 		return out, nil
