@@ -27,6 +27,11 @@ func (c *Cluster) configureAudit(user string) error {
 		return err
 	}
 	c.AuditLog = filepath.Join(c.opts.WorkDir, "audit.log")
+	// The kube-apiserver appends: a log left by an earlier run in the same directory
+	// would be counted again.
+	if err := os.Remove(c.AuditLog); err != nil && !os.IsNotExist(err) {
+		return err
+	}
 	args := c.env.ControlPlane.GetAPIServer().Configure()
 	args.Set("audit-policy-file", policy)
 	args.Set("audit-log-path", c.AuditLog)
