@@ -13,8 +13,9 @@ import (
 // statusInterval is the least time between two status writes of a pool whose status
 // changed only in its counts. During a burst a pool is reconciled for every runner
 // that moves; writing each count would cost the API server a write each time and tell
-// nobody anything a second-old count does not. A change of a condition's status or
-// reason, of the observed generation or of the scale set's session is written at once.
+// nobody anything a second-old count does not. A change of Ready, Degraded or
+// ScaleSetSession, of the observed generation or of the scale set's session is written
+// at once.
 const statusInterval = time.Second
 
 // statusWrites remembers when each pool's status was last written.
@@ -59,8 +60,9 @@ func (w *statusWrites) forget(key types.NamespacedName) {
 }
 
 // onlyCountsChanged reports whether a and b differ only in what moves with every runner:
-// the counts, the statistics and the timestamps of the scale set, and the conditions'
-// messages (which quote counts) — not in a condition's status or reason, the observed
+// the counts, the statistics and the timestamps of the scale set, the conditions'
+// messages (which quote counts) and ScalingUp and ScalingDown, which follow the counts —
+// not in the status or reason of Ready, Degraded or ScaleSetSession, the observed
 // generation, the template hash or the scale set's session.
 func onlyCountsChanged(a, b *v1alpha1.RunnerPoolStatus) bool {
 	if a.ObservedGeneration != b.ObservedGeneration || a.TemplateHash != b.TemplateHash || len(a.Conditions) != len(b.Conditions) {
@@ -68,7 +70,13 @@ func onlyCountsChanged(a, b *v1alpha1.RunnerPoolStatus) bool {
 	}
 	for i := range a.Conditions {
 		ca, cb := a.Conditions[i], b.Conditions[i]
-		if ca.Type != cb.Type || ca.Status != cb.Status || ca.Reason != cb.Reason {
+		if ca.Type != cb.Type {
+			return false
+		}
+		if ca.Type == v1alpha1.ConditionScalingUp || ca.Type == v1alpha1.ConditionScalingDown {
+			continue // they turn with the counts, many times a second during a burst
+		}
+		if ca.Status != cb.Status || ca.Reason != cb.Reason {
 			return false
 		}
 	}

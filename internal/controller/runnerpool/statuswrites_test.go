@@ -41,6 +41,14 @@ func TestStatusWritesOfMovingCountsAreSpaced(t *testing.T) {
 	if d := w.wait(key, pool(2, "True", "Active"), pool(3, "True", "Conflict"), later); d != 0 {
 		t.Errorf("a session change waits %v, want 0", d)
 	}
+	scaling := func(busy int32, up metav1.ConditionStatus) *v1alpha1.RunnerPool {
+		p := pool(busy, "True", "Active")
+		p.Status.Conditions = append(p.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionScalingUp, Status: up, Reason: "S"})
+		return p
+	}
+	if d := w.wait(key, scaling(2, "True"), scaling(3, "False"), later); d != 700*time.Millisecond {
+		t.Errorf("ScalingUp turning False with the counts waits %v, want 700ms", d)
+	}
 	if d := w.wait(key, pool(2, "True", "Active"), pool(3, "True", "Active"), now.Add(statusInterval)); d != 0 {
 		t.Errorf("a count change a full interval after a write waits %v, want 0", d)
 	}
