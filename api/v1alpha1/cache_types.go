@@ -97,7 +97,9 @@ type CacheSpec struct {
 const DefaultCacheIdleTTL = 24 * time.Hour
 
 // IdleTTLOrDefault returns idleTTL, or its default when unset.
-func (c CacheSpec) IdleTTLOrDefault() time.Duration { return durationOr(c.IdleTTL, DefaultCacheIdleTTL) }
+func (c CacheSpec) IdleTTLOrDefault() time.Duration {
+	return durationOr(c.IdleTTL, DefaultCacheIdleTTL)
+}
 
 // MaxVolumesOrDefault returns maxVolumes, or maxRunners when unset.
 func (c CacheSpec) MaxVolumesOrDefault(maxRunners int32) int32 {
