@@ -367,8 +367,11 @@ func countLease(ns, pool, cache string, hit bool) {
 	cacheMisses.WithLabelValues(ns, pool, cache).Inc()
 }
 
-// CacheCounts returns a cache's hits and misses since the controller started.
+// CacheCounts returns a cache's hits and misses since the controller started. The
+// counters' series exist, at 0, from the first call: rate() works from the first hit.
 func CacheCounts(ns, pool, cache string) (hits, misses int64) {
+	cacheHits.WithLabelValues(ns, pool, cache)
+	cacheMisses.WithLabelValues(ns, pool, cache)
 	cacheCounts.Lock()
 	defer cacheCounts.Unlock()
 	if c := cacheCounts.m[cacheKey{ns, pool, cache}]; c != nil {
