@@ -97,6 +97,11 @@ type RunnerStatus struct {
 	// +optional
 	RegisteredAt *metav1.Time `json:"registeredAt,omitempty"`
 
+	// caches are the volumes the runner's pod mounts, one per cache of the pool.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	Caches []RunnerCacheVolume `json:"caches,omitempty"`
+
 	// conditions of the runner.
 	// +optional
 	// +listType=map

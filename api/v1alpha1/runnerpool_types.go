@@ -172,6 +172,7 @@ func (r RecoverySpec) NodeLostTimeoutOrDefault() time.Duration {
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec) || !has(self.template.spec.os) || !has(self.template.spec) || !has(self.template.spec.nodeSelector) || !('kubernetes.io/os' in self.template.spec.nodeSelector) || self.template.spec.nodeSelector['kubernetes.io/os'] == self.template.spec.os.name",message="template.spec.os.name and template.spec.nodeSelector kubernetes.io/os disagree: set both to the same OS"
 // +kubebuilder:validation:XValidation:rule="(has(self.noDefaultLabels) && self.noDefaultLabels) || !has(self.labels) || size(self.labels) <= 97",message="labels can have at most 97 entries besides the default labels self-hosted, OS and architecture (GitHub takes at most 100 per runner): remove some, or set noDefaultLabels: true"
 // +kubebuilder:validation:XValidation:rule="!has(self.demand) || self.demand.source != 'ScaleSet' || !has(self.registrationMode) || self.registrationMode == 'JIT'",message="registrationMode must be JIT with demand.source: ScaleSet: a scale set's runners register with the scale set's own JIT configurations; remove registrationMode"
+// +kubebuilder:validation:XValidation:rule="!has(self.caches) || self.caches.all(k, !has(k.isolation) || k.isolation != 'Repository') || (self.github.url.matches('^https?://[^/]+/[^/]+/[^/]+/?$') && !self.github.url.matches('^https?://[^/]+/enterprises/'))",message="caches[].isolation: Repository needs a repository-scoped pool (github.url https://github.com/OWNER/REPO): only then can GitHub give its runners no other repository's job; use one pool per repository, or isolation: Shared"
 type RunnerPoolSpec struct {
 	// github says where the runners register and with which credentials.
 	// +required
@@ -232,6 +233,13 @@ type RunnerPoolSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Recovery RecoverySpec `json:"recovery,omitempty"`
+
+	// caches are volumes that outlive the ephemeral runners: each runner pod mounts a
+	// free volume of each cache, by the cache's name (docs/caches.md).
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self.filter(o, o.name == k.name).size() == 1)",message="caches[].name must be unique in the pool: rename one of the caches"
+	Caches []CacheSpec `json:"caches,omitempty"`
 
 	// template is the pod each runner runs in. Its container named "runner" runs the
 	// GitHub Actions runner agent; Gantry passes it the JIT configuration from a Secret.
@@ -309,6 +317,13 @@ type RunnerPoolStatus struct {
 	// ScaleSet only).
 	// +optional
 	ScaleSet *ScaleSetStatus `json:"scaleSet,omitempty"`
+
+	// caches: each cache's volumes, total, in use and free, and its hits and misses.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	Caches []CacheStatus `json:"caches,omitempty"`
 
 	// recentRepositories are the repositories whose jobs came to this pool in the last
 	// two hours, newest first. Demand is held in the controller's memory; after a restart

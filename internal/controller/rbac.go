@@ -22,6 +22,13 @@
 //     events for leader election's, and listed (by the pod's name, uncached) once when a
 //     runner pod fails PendingTimeout, to quote the pod's own last warning. Leases (get, create, update) for leader election;
 //     a standby reads the Lease to forward webhooks to the leader.
+//   - PersistentVolumeClaims (cache volumes, docs/caches.md) are cached (list, watch:
+//     only Gantry's, by label), listed fresh (list) before a runner claims one, created
+//     from the cache's template, patched to claim and release them, and deleted when
+//     idle, when their node is gone and with their pool. A volume's PersistentVolume
+//     and that volume's node are read by name (get) to skip a volume pinned to a node
+//     that is gone, NotReady or cordoned; without these rights (a namespaced install)
+//     every volume is taken to be usable.
 package controller
 
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools,verbs=list;watch;patch
@@ -31,5 +38,7 @@ package controller
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;list
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumes;nodes,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update

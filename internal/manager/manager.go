@@ -178,6 +178,8 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:    {Label: managed},
 			&corev1.Secret{}: {Label: managed},
+			// Cache volumes: only the PersistentVolumeClaims Gantry made.
+			&corev1.PersistentVolumeClaim{}: {Label: managed},
 		},
 	}
 	if len(opts.Namespaces) > 0 {

@@ -2,6 +2,7 @@
 // removal. Phases, each in its own file:
 //
 //	register.go  JIT configuration from GitHub → a Secret the Runner owns
+//	cache.go     a free volume of each of the pool's caches, claimed for the runner
 //	pod.go       the runner pod, reading the JIT configuration from that Secret
 //	observe.go   pod and job state → phase
 //	stuck.go     failure detection for every container of a pod not running its agent
@@ -128,6 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	markOutdated(s)
 	for _, phase := range []func(context.Context, *scope) (reconcile.Result, bool, error){
 		r.register,
+		r.leaseCaches,
 		r.ensurePod,
 		r.observe,
 	} {
@@ -174,6 +176,10 @@ func (r *Reconciler) expireFailed(ctx context.Context, s *scope) (reconcile.Resu
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.runner.Namespace, Name: s.runner.Name}, pod)
 	switch {
 	case apierrors.IsNotFound(err):
+		// The pod is gone: its cache volumes are free again.
+		if err := r.releaseCaches(ctx, s.runner); err != nil {
+			return reconcile.Result{}, err
+		}
 	case err != nil:
 		return reconcile.Result{}, fmt.Errorf("reading the failed runner's pod: %w", err)
 	case pod.DeletionTimestamp.IsZero():

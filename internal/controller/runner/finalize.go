@@ -24,7 +24,8 @@ import (
 // GitHub says is busy (422) is kept, pod and all, and checked again later — a scale-down
 // never kills a job. A runner that ran its job and exited 0 removed itself from GitHub
 // (ephemeral), so no call is made for it. A registration already gone (404) is done.
-// Then the pod and the Secret are deleted; a pod stuck terminating on a lost node is
+// Then the pod and the Secret are deleted, and the cache volumes the runner held released
+// once the pod is gone; a pod stuck terminating on a lost node is
 // force-deleted after nodeLostTimeout (removePod), and the finalizer removed once the
 // pod is gone. An idle or pending runner shows phase Deleting meanwhile.
 func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (reconcile.Result, error) {
@@ -46,6 +47,10 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 
 	if left, err := r.removePod(ctx, runner); err != nil || left > 0 {
 		return reconcile.Result{RequeueAfter: left}, err
+	}
+	// The pod is gone: nothing mounts the runner's cache volumes any more.
+	if err := r.releaseCaches(ctx, runner); err != nil {
+		return reconcile.Result{}, err
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: runner.Namespace, Name: runner.Name}}
 	if err := r.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {

@@ -121,6 +121,9 @@ func buildPod(runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) *corev1.Pod {
 	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 	// The runner registers the OS and architecture labels: run it where they are true.
 	pool.Spec.PinPlatform(&pod.Spec)
+	// Each cache the containers mount by name: the volume the runner claimed, or an
+	// emptyDir when it starts without one (cache.go).
+	pod.Spec.Volumes = append(pod.Spec.Volumes, cacheVolumes(runner, pool)...)
 	applySecurityDefaults(&pod.Spec)
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]

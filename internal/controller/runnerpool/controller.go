@@ -6,6 +6,7 @@
 //	credentials.go the credentials Secret held (finalizer) while the pool uses it
 //	validate.go    a stored pool that cannot be used as it is (InvalidSpec)
 //	scale.go       desired count, creation with expectations, victim choice
+//	cache.go       cache volumes: status, idle ones deleted, reclaimed with the pool
 //	rollout.go     runners made from an older template: counted, idle and pending replaced
 //	status.go      counts and conditions
 //	events.go      Warning and Normal events when the pool degrades and recovers
@@ -73,6 +74,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			r.statusWrites.forget(req.NamespacedName)
 			r.Failures.Forget(req.NamespacedName)
 			forgetMetrics(req.NamespacedName)
+			forgetCacheMetrics(req.Namespace, req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -134,6 +136,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	st.recent = recentRepositories(pool.Status.RecentRepositories, r.Tracker.PoolRepos(req.NamespacedName), r.Clock.Now())
 
 	res, scaleErr := r.scale(ctx, st)
+	cacheRes, cacheErr := r.tendCaches(ctx, pool)
+	if cacheRes.RequeueAfter > 0 && (res.RequeueAfter == 0 || cacheRes.RequeueAfter < res.RequeueAfter) {
+		res.RequeueAfter = cacheRes.RequeueAfter
+	}
+	scaleErr = errors.Join(scaleErr, cacheErr)
 	if pool.UsesScaleSet() {
 		r.scaleSetStatus(st)
 	}
@@ -250,7 +257,8 @@ func samePool(a, b demand.Pool) bool {
 
 // drain retires a deleted pool's runners: idle and pending ones are deleted (the Runner
 // controller unregisters them), busy ones finish their job first. When no Runner is
-// left, the credentials Secret is let go (unless another pool uses it), the pool's
+// left, the cache volumes are deleted or kept per their reclaimPolicy (cache.go), the
+// credentials Secret is let go (unless another pool uses it), the pool's
 // failure record forgotten and the finalizer removed.
 func (r *Reconciler) drain(ctx context.Context, pool *v1alpha1.RunnerPool, runners []v1alpha1.Runner) (reconcile.Result, error) {
 	key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}
@@ -276,6 +284,9 @@ func (r *Reconciler) drain(ctx context.Context, pool *v1alpha1.RunnerPool, runne
 	// longer needed for this pool.
 	if res, done := r.removeScaleSet(ctx, pool); !done {
 		return res, nil
+	}
+	if err := r.reclaimCaches(ctx, pool); err != nil {
+		return reconcile.Result{}, err
 	}
 	if err := r.releaseCredentials(ctx, pool); err != nil {
 		return reconcile.Result{}, err

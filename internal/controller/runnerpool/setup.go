@@ -5,10 +5,12 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -36,6 +38,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Named("runnerpool").
 		For(&v1alpha1.RunnerPool{}).
 		Owns(&v1alpha1.Runner{}).
+		// Cache volumes claimed, released or deleted change the pool's status.caches.
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(poolOfVolume)).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: max(1, concurrency),
 			RateLimiter: workqueue.NewTypedMaxOfRateLimiter(

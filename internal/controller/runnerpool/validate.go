@@ -40,5 +40,5 @@ func storedSpecError(pool *v1alpha1.RunnerPool) error {
 			}
 		}
 	}
-	return nil
+	return cacheSpecError(pool)
 }

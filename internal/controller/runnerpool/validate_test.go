@@ -28,6 +28,17 @@ func TestStoredSpecError(t *testing.T) {
 		{name: "token mode variable", pool: withEnv(testutil.RunnerPool("ci", "tok").Obj(), "GANTRY_RUNNER_LABELS"),
 			wantInMsg: []string{"GANTRY_RUNNER_LABELS"}},
 		{name: "a variable of its own", pool: withEnv(testutil.RunnerPool("ci", "own").Obj(), "GANTRY_RUNNER")},
+		{name: "cache mounted", pool: testutil.RunnerPool("ci", "cached").Cache(testutil.CacheSpec("deps"), "/deps").Obj()},
+		{name: "cache mounted by no container", pool: func() *v1alpha1.RunnerPool {
+			p := testutil.RunnerPool("ci", "unmounted").Obj()
+			p.Spec.Caches = []v1alpha1.CacheSpec{testutil.CacheSpec("deps")}
+			return p
+		}(), wantInMsg: []string{`cache "deps" is mounted by no container`, `add a volumeMount named "deps"`}},
+		{name: "template volume named like a cache", pool: func() *v1alpha1.RunnerPool {
+			p := testutil.RunnerPool("ci", "shadow").Cache(testutil.CacheSpec("deps"), "/deps").Obj()
+			p.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "deps"}}
+			return p
+		}(), wantInMsg: []string{`template.spec.volumes declares "deps", the name of a cache`, "keep only the volumeMount"}},
 		{name: "name too long", pool: testutil.RunnerPool("ci", strings.Repeat("a", 58)).Obj(), wantInMsg: []string{"58 characters", "more than 57"}},
 	}
 	for _, tt := range tests {

@@ -24,6 +24,8 @@ var podSecurityLevels = map[string]string{
 	"ghes.yaml":                "restricted",
 	"multi-org.yaml":           "restricted",
 	"dind.yaml":                "privileged",
+	"dind-cache.yaml":          "privileged",
+	"tool-cache.yaml":          "restricted",
 	"runnerpool-scaleset.yaml": "restricted",
 }
 

@@ -24,6 +24,7 @@ import (
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 	"github.com/gantry-dev/gantry/internal/testenv"
+	"github.com/gantry-dev/gantry/internal/testutil"
 )
 
 // The real manager, driven through a job, a runner failure and a rate limit, exports
@@ -146,7 +147,7 @@ func TestExportedMetrics(t *testing.T) {
 // counters (resync's) are exported from the start.
 func exerciseEveryMetric(w *world) {
 	t := w.t
-	w.create(w.pool("happy").MaxRunners(2).Obj())
+	w.create(w.pool("happy").MaxRunners(2).Cache(testutil.CacheSpec("deps"), "/deps").Obj())
 	job, err := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/api", Labels: []string{"linux"}, Duration: simgithub.Duration(50 * time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
