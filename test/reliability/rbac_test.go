@@ -18,6 +18,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/manager"
+	"github.com/gantry-dev/gantry/internal/testutil"
 )
 
 // The controller's RBAC is what it uses, no more. A controller bound only to the
@@ -37,7 +38,8 @@ func TestLeastPrivilege(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOptions{})
 	w.controller("replica-0", nil)
-	pool := w.pool("rbac").MinIdle(2).MaxRunners(10).Obj()
+	// A cache: its volumes are created, claimed, released and, with the pool, deleted.
+	pool := w.pool("rbac").MinIdle(2).MaxRunners(10).Cache(testutil.CacheSpec("tools"), "/opt/hostedtoolcache").Obj()
 	pool.Spec.Recovery = v1alpha1.RecoverySpec{NodeLostTimeout: &metav1.Duration{Duration: 2 * time.Second}}
 	w.create(pool)
 	w.leader(60 * time.Second)
@@ -145,6 +147,8 @@ func TestLeastPrivilege(t *testing.T) {
 var usedOutsideScenario = map[permission]string{
 	{"events.k8s.io", "events", "patch"}: "client-go's event broadcaster patches an event series when the same event recurs within six minutes",
 	{"", "events", "list"}:               "listed once, by the pod's name, when a runner pod fails PendingTimeout, to quote its last warning; TestStuckPods reaches it",
+	{"", "persistentvolumes", "get"}:     "read only for a cache volume bound to a node-local PersistentVolume, to skip one whose node is gone or NotReady; this API server binds no volume (TestCacheIsolationAndTopology reaches the node check)",
+	{"", "nodes", "get"}:                 "read only for a cache volume pinned to a node (bound, or selected by the scheduler); this API server pins no volume (TestCacheIsolationAndTopology reaches it)",
 }
 
 // checkFinalizersRuleIsNeeded proves the admission plugin is on and the rule matters:
