@@ -61,7 +61,7 @@ func (w *statusWrites) forget(key types.NamespacedName) {
 // onlyCountsChanged reports whether a and b differ only in what moves with every runner:
 // the counts, the statistics and the timestamps of the scale set, and the conditions'
 // messages (which quote counts) — not in a condition's status or reason, the observed
-// generation, the template hash or the scale set's session.
+// generation, the template hash, the idle floor in force or the scale set's session.
 func onlyCountsChanged(a, b *v1alpha1.RunnerPoolStatus) bool {
 	if a.ObservedGeneration != b.ObservedGeneration || a.TemplateHash != b.TemplateHash || len(a.Conditions) != len(b.Conditions) {
 		return false
@@ -71,6 +71,12 @@ func onlyCountsChanged(a, b *v1alpha1.RunnerPoolStatus) bool {
 		if ca.Type != cb.Type || ca.Status != cb.Status || ca.Reason != cb.Reason {
 			return false
 		}
+	}
+	if (a.Warm == nil) != (b.Warm == nil) {
+		return false
+	}
+	if a.Warm != nil && (a.Warm.MinIdle != b.Warm.MinIdle || a.Warm.Source != b.Warm.Source || a.Warm.Schedule != b.Warm.Schedule) {
+		return false
 	}
 	if (a.ScaleSet == nil) != (b.ScaleSet == nil) {
 		return false
