@@ -15,7 +15,7 @@ const (
 	RateWindow = 2 * time.Minute
 	// minRateAge is how much observation the rate is divided by at least: before, a
 	// single arrival would read as a very high rate.
-	minRateAge = 10 * time.Second
+	minRateAge = 5 * time.Second
 	// quietBound caps the rate after a quiet spell: had jobs still arrived at rate r, a
 	// gap of g without any has a chance of e^(−r·g); past quietBound/g that chance is
 	// under 1 %, so the rate is taken to be at most quietBound/g. It lets a pool cool

@@ -27,8 +27,8 @@ import (
 // mid-job. Version 3 added floor, kube_api, controller_cpu_ms_per_job and jobs. Version
 // 4 added demand_source, actions_service_calls_per_job, github_calls_per_job and
 // actions_service_calls_by_endpoint, and left the Actions service's routes out of
-// rest_calls_by_endpoint.
-const SchemaVersion = 4
+// rest_calls_by_endpoint. Version 5 added idle_runner_seconds_per_job and warm.
+const SchemaVersion = 5
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -125,6 +125,9 @@ type Report struct {
 	Drained           bool                  `json:"drained"`
 	RunnersCreated    int                   `json:"runners_created"`
 	IdleRunnerSeconds float64               `json:"idle_runner_seconds"`
+	// IdleRunnerSecondsPerJob is idle_runner_seconds over jobs_total: what each job's
+	// pickup cost in runners kept waiting, so that a warmer pool is never faster for free.
+	IdleRunnerSecondsPerJob float64 `json:"idle_runner_seconds_per_job"`
 	// GitHub calls per job: REST, Actions service (a scale set's), and both.
 	RESTCallsPerJob            float64            `json:"rest_calls_per_job"`
 	ActionsServiceCallsPerJob  float64            `json:"actions_service_calls_per_job"`
@@ -193,6 +196,9 @@ func buildReport(sc Scenario, in reportInputs) *Report {
 	r.PickupSeconds, r.ReactionSeconds = quantiles(pickups), quantiles(reactions)
 	r.Jobs = jobTimes(in.jobs, in.events, start)
 	r.RunnersCreated, r.IdleRunnerSeconds = runnerUse(in.events)
+	if r.JobsTotal > 0 {
+		r.IdleRunnerSecondsPerJob = round2(r.IdleRunnerSeconds / float64(r.JobsTotal))
+	}
 	r.PoolReaction = quantiles(poolReactions(in.jobs, in.runnersSeen, start))
 	lostWithNode := r.countKills(in.events, in.injections, start)
 	r.countCalls(in)
@@ -518,7 +524,8 @@ func (r *Report) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Scenario %s (demand: %s): %d jobs, %d never picked up, %d unfinished, %d failed; finished %v, drained %v\n",
 		r.Scenario, r.DemandSource, r.JobsTotal, r.JobsNeverPickedUp, r.JobsUnfinished, r.JobsFailed, r.Finished, r.Drained)
-	fmt.Fprintf(&b, "  pickup   p50 %.2fs  p95 %.2fs  p99 %.2fs  max %.2fs\n", r.PickupSeconds.P50, r.PickupSeconds.P95, r.PickupSeconds.P99, r.PickupSeconds.Max)
+	fmt.Fprintf(&b, "  pickup   p50 %.2fs  p95 %.2fs  p99 %.2fs  max %.2fs  at a cost of %.2f idle runner-seconds per job\n",
+		r.PickupSeconds.P50, r.PickupSeconds.P95, r.PickupSeconds.P99, r.PickupSeconds.Max, r.IdleRunnerSecondsPerJob)
 	fmt.Fprintf(&b, "  reaction p50 %.2fs  p95 %.2fs  p99 %.2fs  max %.2fs  (job → runner pod; job → Runner object: p50 %.2fs p99 %.2fs)\n",
 		r.ReactionSeconds.P50, r.ReactionSeconds.P95, r.ReactionSeconds.P99, r.ReactionSeconds.Max, r.PoolReaction.P50, r.PoolReaction.P99)
 	fmt.Fprintf(&b, "  runners created %d, idle runner-seconds %.0f, drain %.1fs, busy runners killed %d\n", r.RunnersCreated, r.IdleRunnerSeconds, r.DrainSeconds, r.BusyRunnersKilled)

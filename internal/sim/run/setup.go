@@ -167,6 +167,9 @@ func newPool(sc Scenario, simURL string) *v1alpha1.RunnerPool {
 			}}}},
 		},
 	}
+	if sc.Warm != nil {
+		pool.Spec.Warm = sc.Warm.DeepCopy()
+	}
 	if sc.NodeLostTimeout > 0 {
 		pool.Spec.Recovery.NodeLostTimeout = &metav1.Duration{Duration: sc.NodeLostTimeout}
 	}
