@@ -146,7 +146,8 @@ func TestExportedMetrics(t *testing.T) {
 // counters (resync's) are exported from the start.
 func exerciseEveryMetric(w *world) {
 	t := w.t
-	w.create(w.pool("happy").MaxRunners(2).Obj())
+	// Predictive with maxIdle 0: its gauges are exported, and it keeps no runner idle.
+	w.create(w.pool("happy").MaxRunners(2).Predictive(v1alpha1.PredictiveWarmSpec{MaxIdle: 0}).Obj())
 	job, err := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/api", Labels: []string{"linux"}, Duration: simgithub.Duration(50 * time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
