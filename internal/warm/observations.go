@@ -23,6 +23,10 @@ const (
 	quietBound = 5.0
 	// startWeight is the weight of each new start time in the weighted average.
 	startWeight = 0.2
+	// minStart is the least start time the model uses: the API's timestamps, from
+	// which start times are measured, have a resolution of one second, so a start under
+	// a second often reads as 0.
+	minStart = time.Second
 )
 
 // Observations hold, per pool, what the prediction needs: job arrivals (from the
@@ -120,7 +124,11 @@ func (o *Observations) Inputs(pool types.NamespacedName, now time.Time, cooldown
 			rate = min(rate, quietBound/gap.Seconds())
 		}
 	}
-	return Inputs{ArrivalsPerSecond: rate, Start: p.start}, true
+	start := p.start
+	if p.starts > 0 {
+		start = max(start, minStart)
+	}
+	return Inputs{ArrivalsPerSecond: rate, Start: start}, true
 }
 
 // Restore starts pool's memory again from inputs observed at at (a pool's status after
