@@ -142,6 +142,10 @@ const (
 	ReasonPodsRefused = "PodsRefused"
 	// ReasonAsExpected: the condition holds its expected value.
 	ReasonAsExpected = "AsExpected"
+	// ReasonInvalidSchedule: an entry of spec.warm.schedules cannot be read (a cron field
+	// out of range, an unknown time zone) though its shape passed admission. The pool
+	// runs on without that window; Degraded's message says which and why.
+	ReasonInvalidSchedule = "InvalidSchedule"
 	// ReasonInvalidSpec: the stored pool cannot be used as it is — a field this version
 	// of Gantry cannot decode (a pool stored before a validation rule existed) or a name
 	// too long for the names and labels Gantry derives from it. Ready and Degraded say

@@ -204,11 +204,17 @@ type RunnerPoolSpec struct {
 	// +optional
 	NoDefaultLabels bool `json:"noDefaultLabels,omitempty"`
 
-	// minIdle is how many idle runners are kept warm. 0 scales the pool to zero.
+	// minIdle is how many idle runners are kept warm. 0 scales the pool to zero. warm
+	// can raise it at times (schedules) or from traffic (predictive).
 	// +optional
 	// +kubebuilder:default=0
 	// +kubebuilder:validation:Minimum=0
 	MinIdle int32 `json:"minIdle"`
+
+	// warm raises the idle floor above minIdle in time windows (schedules) or from the
+	// traffic the pool sees (predictive). status.warm shows the floor in force and why.
+	// +optional
+	Warm *WarmSpec `json:"warm,omitempty"`
 
 	// maxRunners caps the runners alive at once (failed runners do not count).
 	// +optional
@@ -313,6 +319,11 @@ type RunnerPoolStatus struct {
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
+	// warm is the idle floor in force and why: spec.minIdle, an open window of
+	// spec.warm.schedules, or the prediction of spec.warm.predictive.
+	// +optional
+	Warm *WarmStatus `json:"warm,omitempty"`
+
 	// scaleSet is the pool's runner scale set and message session (demand.source
 	// ScaleSet only).
 	// +optional
@@ -354,12 +365,13 @@ type RepositoryActivity struct {
 // +kubebuilder:resource:shortName=rp;rpool,categories=gantry
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 57",message="metadata.name must be at most 57 characters: each runner, its pod and its GitHub registration are named NAME-xxxxx and labeled with NAME, and a label value holds at most 63; choose a shorter name, such as linux-x64"
 // +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=`.status.queuedJobs`,description="Jobs routed to the pool that no runner has picked up yet"
-// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredRunners`,description="Runners the pool wants alive now: busy + queued + minIdle, at most maxRunners"
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredRunners`,description="Runners the pool wants alive now: busy + queued + the idle floor in force, at most maxRunners"
 // +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pendingRunners`,description="Runners registering or whose pod is starting"
 // +kubebuilder:printcolumn:name="Idle",type=integer,JSONPath=`.status.idleRunners`,description="Runners online and waiting for a job"
 // +kubebuilder:printcolumn:name="Busy",type=integer,JSONPath=`.status.busyRunners`,description="Runners running a job"
 // +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.failedRunners`,description="Failed runners kept visible for a while; not counted against maxRunners"
 // +kubebuilder:printcolumn:name="Outdated",type=integer,JSONPath=`.status.outdatedRunners`,priority=1,description="Runners made from an older template: idle and pending ones are being replaced, busy ones finish their job first"
+// +kubebuilder:printcolumn:name="Warm",type=integer,JSONPath=`.status.warm.minIdle`,priority=1,description="The idle floor in force: spec.minIdle, raised by an open window of spec.warm.schedules or by the prediction"
 // +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxRunners`,description="The most runners alive at once (spec.maxRunners)"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Whether the pool's configuration and credentials work"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1,description="The Ready condition's reason"

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
+	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/sim/fault"
 	"github.com/gantry-dev/gantry/internal/sim/run"
 	"github.com/gantry-dev/gantry/internal/sim/trace"
@@ -26,6 +28,7 @@ func newSimRunCommand() *cobra.Command {
 		demandSource        string
 		traceSpeed          float64
 		maxRunners          int32
+		warmFile            string
 		seed                uint64
 		noFloor             bool
 	)
@@ -67,6 +70,11 @@ Scenarios: ` + scenarioList(),
 			if maxRunners > 0 {
 				sc.MaxRunners = maxRunners
 			}
+			if warmFile != "" {
+				if sc, err = withWarm(sc, warmFile); err != nil {
+					return err
+				}
+			}
 			if bins == "" {
 				if bins, err = k8sBins(cmd); err != nil {
 					return err
@@ -95,8 +103,28 @@ Scenarios: ` + scenarioList(),
 	cmd.Flags().StringVar(&faults, "faults", "", "play this fault schedule (JSON, docs/sim.md) during the workload")
 	cmd.Flags().StringVar(&demandSource, "demand-source", "", "take the pool's demand from Webhook or ScaleSet (spec.demand.source), overriding the scenario's; a scenario that changes source is renamed (docs/sim.md)")
 	cmd.Flags().Int32Var(&maxRunners, "max-runners", 0, "override the pool's maxRunners")
+	cmd.Flags().StringVar(&warmFile, "warm", "", "give the pool this spec.warm (YAML: schedules, predictive; docs/warm-pools.md), replacing the scenario's")
 	cmd.Flags().BoolVar(&noFloor, "no-floor", false, "skip the floor: the oracle's run of a burst or steady workload after Gantry's (docs/sim.md)")
 	return cmd
+}
+
+// withWarm gives a scenario's pool the spec.warm read from file (YAML or JSON), and
+// names the run after it: a warm pool's figures are not the scenario's own.
+func withWarm(sc run.Scenario, file string) (run.Scenario, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return sc, err
+	}
+	var w v1alpha1.WarmSpec
+	if err := yaml.UnmarshalStrict(b, &w); err != nil {
+		return sc, fmt.Errorf("%s: %w", file, err)
+	}
+	sc.Warm = &w
+	if !strings.HasSuffix(sc.Name, "-warm") {
+		sc.Name += "-warm"
+	}
+	sc.Description += ", spec.warm from " + filepath.Base(file)
+	return sc, nil
 }
 
 // chooseScenario is the built-in scenario, or the replay of a trace file.

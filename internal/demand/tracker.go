@@ -60,6 +60,8 @@ type Tracker struct {
 	notifyRunner func(runnerName string)
 	// pickup receives how long each picked-up job waited, from queued to in_progress.
 	pickup func(pool PoolKey, waited time.Duration)
+	// arrival receives each job first seen queued for a pool, and when.
+	arrival func(pool PoolKey, at time.Time)
 	// rebuilt is set once demand was rebuilt from GitHub after a start (MarkRebuilt).
 	rebuilt bool
 	// log receives a line for each queued self-hosted job that matches no pool.
@@ -116,6 +118,14 @@ func (t *Tracker) SetPickupObserver(f func(pool PoolKey, waited time.Duration)) 
 	t.mu.Unlock()
 }
 
+// SetArrivalObserver sets the function told of each job first seen queued for a pool:
+// the arrivals spec.warm.predictive sizes the idle floor from.
+func (t *Tracker) SetArrivalObserver(f func(pool PoolKey, at time.Time)) {
+	t.mu.Lock()
+	t.arrival = f
+	t.mu.Unlock()
+}
+
 // Router returns the Tracker's Router.
 func (t *Tracker) Router() *Router { return t.router }
 
@@ -125,6 +135,7 @@ func (t *Tracker) Observe(ev JobEvent) {
 	var changed []PoolKey
 	var runnerChanged string
 	var unmatched bool
+	var arrived *PoolKey
 	var picked *struct {
 		pool   PoolKey
 		waited time.Duration
@@ -143,6 +154,7 @@ func (t *Tracker) Observe(ev JobEvent) {
 			if !p.External {
 				t.addQueued(tj, p.Key)
 				changed = append(changed, p.Key)
+				arrived = &p.Key
 			}
 		} else if selfHosted(ev.Job) {
 			unmatched = true
@@ -184,9 +196,12 @@ func (t *Tracker) Observe(ev JobEvent) {
 		// Waiting for an environment's protection rules: no runner is needed until
 		// GitHub queues it.
 	}
-	notify, pickup, notifyRunner, logger := t.notify, t.pickup, t.notifyRunner, t.log
+	notify, pickup, notifyRunner, logger, arrival := t.notify, t.pickup, t.notifyRunner, t.log, t.arrival
 	t.mu.Unlock()
 
+	if arrived != nil && arrival != nil {
+		arrival(*arrived, now)
+	}
 	if unmatched {
 		reportUnmatched(logger, ev.Job, t.router.Explain(ev.Job))
 	}

@@ -40,6 +40,7 @@ import (
 	"github.com/gantry-dev/gantry/internal/controller/scaleset"
 	"github.com/gantry-dev/gantry/internal/demand"
 	"github.com/gantry-dev/gantry/internal/github"
+	"github.com/gantry-dev/gantry/internal/warm"
 )
 
 // WebhookSecretKey is the key of the webhook Secret that holds the webhook secret.
@@ -241,16 +242,18 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		return nil, err
 	}
 
+	observations := &warm.Observations{}
 	if err := (&runnerpool.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GitHub: resolver, Tracker: tracker, Failures: failures,
 		ScaleSets: scaleSets, Events: mgr.GetEventRecorder("gantry-runnerpool"), Clock: clk, FailureThreshold: failures.Threshold,
+		Warm: observations,
 	}).SetupWithManager(mgr, opts.Concurrency); err != nil {
 		return nil, err
 	}
 	if err := (&runner.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GitHub: resolver, Tracker: tracker,
 		ScaleSets: scaleSets, Failures: failures, Events: mgr.GetEventRecorder("gantry-runner"), Clock: clk,
-		FailedRetention: opts.FailedRunnerRetention,
+		FailedRetention: opts.FailedRunnerRetention, Warm: observations,
 	}).SetupWithManager(mgr, opts.RunnerConcurrency); err != nil {
 		return nil, err
 	}

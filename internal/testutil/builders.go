@@ -76,4 +76,22 @@ func (b *RunnerPoolBuilder) Containers(c ...corev1.Container) *RunnerPoolBuilder
 }
 
 // Obj returns a copy of the pool built so far.
+// Schedule adds a window to spec.warm.schedules.
+func (b *RunnerPoolBuilder) Schedule(s v1alpha1.WarmSchedule) *RunnerPoolBuilder {
+	if b.p.Spec.Warm == nil {
+		b.p.Spec.Warm = &v1alpha1.WarmSpec{}
+	}
+	b.p.Spec.Warm.Schedules = append(b.p.Spec.Warm.Schedules, s)
+	return b
+}
+
+// Predictive sets spec.warm.predictive.
+func (b *RunnerPoolBuilder) Predictive(p v1alpha1.PredictiveWarmSpec) *RunnerPoolBuilder {
+	if b.p.Spec.Warm == nil {
+		b.p.Spec.Warm = &v1alpha1.WarmSpec{}
+	}
+	b.p.Spec.Warm.Predictive = &p
+	return b
+}
+
 func (b *RunnerPoolBuilder) Obj() *v1alpha1.RunnerPool { return b.p.DeepCopy() }

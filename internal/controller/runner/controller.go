@@ -33,6 +33,7 @@ import (
 	"github.com/gantry-dev/gantry/internal/controller"
 	"github.com/gantry-dev/gantry/internal/controller/scaleset"
 	"github.com/gantry-dev/gantry/internal/demand"
+	"github.com/gantry-dev/gantry/internal/warm"
 )
 
 // Reconciler reconciles Runners.
@@ -48,6 +49,8 @@ type Reconciler struct {
 	Clock     clock.Clock
 	// FailedRetention is how long a Failed Runner stays visible before it is removed.
 	FailedRetention time.Duration
+	// Warm is told each runner's start time, for spec.warm.predictive; nil: not told.
+	Warm *warm.Observations
 
 	writes ownWrites
 	online onlineRunners

@@ -70,15 +70,33 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (reconcile.Result, b
 		}
 		return r.fail(ctx, s, v1alpha1.ReasonExitedWithoutJob, fmt.Sprintf("the runner container exited with code %d before running a job; check its logs", exitCode(pod)))
 	case corev1.PodRunning:
+		wasOnline := meta.IsStatusConditionTrue(s.runner.Status.Conditions, ConditionOnline)
 		if hasJob {
 			s.runner.Status.Phase = v1alpha1.RunnerBusy
 			setOnline(s, "the runner took a job")
+			r.observeStart(s, wasOnline)
 			return reconcile.Result{}, true, nil
 		}
-		return r.checkOnline(ctx, s, runningSince(pod))
+		res, done, err := r.checkOnline(ctx, s, runningSince(pod))
+		r.observeStart(s, wasOnline)
+		return res, done, err
 	}
 
 	return reconcile.Result{}, false, nil
+}
+
+// observeStart tells the pool's prediction (spec.warm.predictive) how long the runner
+// took to start — from the Runner's creation to its runner container running — once,
+// when it is first known online.
+func (r *Reconciler) observeStart(s *scope, wasOnline bool) {
+	if wasOnline || !meta.IsStatusConditionTrue(s.runner.Status.Conditions, ConditionOnline) {
+		return
+	}
+	cs := runnerStatus(s.pod)
+	if cs == nil || cs.State.Running == nil {
+		return
+	}
+	r.Warm.Started(s.poolKey(), cs.State.Running.StartedAt.Sub(s.runner.CreationTimestamp.Time), r.Clock.Now())
 }
 
 // fail ends a runner that cannot recover: phase Failed with a reason and a message, a

@@ -5,6 +5,7 @@
 //	controller.go  Reconcile: get, finalizer, route, count, scale, status
 //	credentials.go the credentials Secret held (finalizer) while the pool uses it
 //	validate.go    a stored pool that cannot be used as it is (InvalidSpec)
+//	warm.go        the idle floor in force: minIdle, raised by schedules and the prediction
 //	scale.go       desired count, creation with expectations, victim choice
 //	cache.go       cache volumes: status, idle ones deleted, reclaimed with the pool
 //	rollout.go     runners made from an older template: counted, idle and pending replaced
@@ -35,6 +36,7 @@ import (
 	"github.com/gantry-dev/gantry/internal/controller/scaleset"
 	"github.com/gantry-dev/gantry/internal/demand"
 	"github.com/gantry-dev/gantry/internal/github"
+	"github.com/gantry-dev/gantry/internal/warm"
 )
 
 // Finalizer keeps a RunnerPool until it has drained: busy runners finished, the others
@@ -53,6 +55,9 @@ type Reconciler struct {
 	Failures  *controller.FailureBackoff
 	Events    events.EventRecorder
 	Clock     clock.Clock
+	// Warm holds the job arrivals and runner start times spec.warm.predictive is sized
+	// from; nil turns the prediction off.
+	Warm *warm.Observations
 	// FailureThreshold is how many failures in a row mark a pool Degraded.
 	FailureThreshold int
 
@@ -73,6 +78,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			r.ScaleSets.Forget(req.NamespacedName)
 			r.statusWrites.forget(req.NamespacedName)
 			r.Failures.Forget(req.NamespacedName)
+			r.Warm.Forget(req.NamespacedName)
 			forgetMetrics(req.NamespacedName)
 			forgetCacheMetrics(req.Namespace, req.Name)
 		}
@@ -105,10 +111,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	before := pool.DeepCopy()
 	st := &state{pool: pool, runners: runners}
 	st.configErr, st.unavailable = r.checkConfig(ctx, pool)
+	st.floor = r.computeWarmFloor(pool, r.Clock.Now())
 	if st.configErr == nil {
 		r.route(pool)
 		if pool.UsesScaleSet() {
-			r.ScaleSets.Ensure(pool)
+			r.ScaleSets.Ensure(pool, int32(st.floor.MinIdle))
 		}
 	} else {
 		r.unroute(req.NamespacedName)
@@ -128,7 +135,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		st.demand, st.rebuilt = r.scaleSetDemand(req.NamespacedName, st.busy)
 	}
 	st.failures = r.Failures.Get(req.NamespacedName)
-	st.desired = desired(pool.Spec, st.busy, st.demand.Queued)
+	st.desired = desired(pool.Spec, st.floor.MinIdle, st.busy, st.demand.Queued)
 	if storedSpecError(pool) != nil {
 		// Part of the spec is unknown: hold the runners there are, neither create nor retire.
 		st.desired = st.active()
@@ -162,6 +169,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// Events follow the stored status: whoever reads a Recovered event and then the
 		// pool sees it Ready, and a failed patch does not announce a change twice.
 		r.recordEvents(before, pool)
+	}
+	if next := st.floor.Next; !next.IsZero() {
+		// The floor changes at the next window edge, or as the prediction moves, with no
+		// event to say so.
+		if wait := max(next.Sub(r.Clock.Now()), 10*time.Millisecond); res.RequeueAfter == 0 || res.RequeueAfter > wait {
+			res.RequeueAfter = wait
+		}
 	}
 	if (st.configErr != nil || st.unavailable != nil) && (res.RequeueAfter == 0 || res.RequeueAfter > configRecheck) {
 		// Credentials Secrets are not watched and GitHub's answer is kept a while: look

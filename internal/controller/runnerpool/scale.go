@@ -42,6 +42,8 @@ type state struct {
 	demand   demand.Demand
 	desired  int
 	failures controller.PoolFailures
+	// floor is the idle floor in force and why (warm.go).
+	floor warmFloor
 
 	configErr error
 	// unavailable: the pool's access could not be checked (Ready is False), but runners
@@ -70,9 +72,10 @@ func (s *state) configBroken() bool { return s.configErr != nil }
 // active is what counts against maxRunners: everything alive but failed runners.
 func (s *state) active() int { return s.pending + s.idle + s.busy + s.expected }
 
-// desired = clamp(busy + queued-and-unassigned + minIdle, 0, maxRunners).
-func desired(spec v1alpha1.RunnerPoolSpec, busy, queued int) int {
-	return max(0, min(busy+queued+int(spec.MinIdle), int(spec.MaxRunners)))
+// desired = clamp(busy + queued-and-unassigned + floor, 0, maxRunners), floor being the
+// idle floor in force (computeWarmFloor: spec.minIdle, raised by warm).
+func desired(spec v1alpha1.RunnerPoolSpec, floor, busy, queued int) int {
+	return max(0, min(busy+queued+floor, int(spec.MaxRunners)))
 }
 
 func isBusy(rn *v1alpha1.Runner, t *demand.Tracker) bool {

@@ -28,7 +28,7 @@ func TestDesired(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := v1alpha1.RunnerPoolSpec{MinIdle: tt.minIdle, MaxRunners: tt.max}
-			if got := desired(spec, tt.busy, tt.queued); got != tt.wantDesired {
+			if got := desired(spec, int(tt.minIdle), tt.busy, tt.queued); got != tt.wantDesired {
 				t.Errorf("desired = %d, want %d", got, tt.wantDesired)
 			}
 		})

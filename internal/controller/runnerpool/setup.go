@@ -31,6 +31,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	demandChanged := source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		r.Tracker.SetNotify(func(key types.NamespacedName) { q.Add(reconcile.Request{NamespacedName: key}) })
 		r.Tracker.SetPickupObserver(ObservePickup)
+		r.Tracker.SetArrivalObserver(r.Warm.Arrival)
 		r.ScaleSets.SetNotify(func(key types.NamespacedName) { q.Add(reconcile.Request{NamespacedName: key}) })
 		return nil
 	})

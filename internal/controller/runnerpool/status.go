@@ -28,6 +28,7 @@ func setStatus(s *state, now time.Time, threshold int) {
 	st.OutdatedRunners = int32(s.outdated)
 	st.TemplateHash = s.templateHash
 	st.RecentRepositories = s.recent
+	st.Warm = warmStatus(s.pool, s.floor, now)
 	for _, c := range []metav1.Condition{
 		readyCondition(s),
 		scalingUpCondition(s),
@@ -102,6 +103,10 @@ func degradedCondition(s *state, now time.Time, threshold int) metav1.Condition 
 	if s.refused > 0 {
 		return metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonPodsRefused,
 			Message: fmt.Sprintf("the API server refuses runner pods (%d runners wait for theirs, asked again every 10s): %s", s.refused, s.refusal)}
+	}
+	if s.floor.invalid != "" {
+		return metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonInvalidSchedule,
+			Message: s.floor.invalid + "; the pool runs on without these windows until they are fixed"}
 	}
 	if s.failures.Degraded(threshold) {
 		msg := fmt.Sprintf("%d runners failed in a row; the last: %s: %s", s.failures.Consecutive, s.failures.LastReason, s.failures.LastMessage)

@@ -63,7 +63,7 @@ func (w *statusWrites) forget(key types.NamespacedName) {
 // the counts, the statistics and the timestamps of the scale set, the conditions'
 // messages (which quote counts) and ScalingUp and ScalingDown, which follow the counts —
 // not in the status or reason of Ready, Degraded or ScaleSetSession, the observed
-// generation, the template hash or the scale set's session.
+// generation, the template hash, the idle floor in force or the scale set's session.
 func onlyCountsChanged(a, b *v1alpha1.RunnerPoolStatus) bool {
 	if a.ObservedGeneration != b.ObservedGeneration || a.TemplateHash != b.TemplateHash || len(a.Conditions) != len(b.Conditions) {
 		return false
@@ -79,6 +79,12 @@ func onlyCountsChanged(a, b *v1alpha1.RunnerPoolStatus) bool {
 		if ca.Status != cb.Status || ca.Reason != cb.Reason {
 			return false
 		}
+	}
+	if (a.Warm == nil) != (b.Warm == nil) {
+		return false
+	}
+	if a.Warm != nil && (a.Warm.MinIdle != b.Warm.MinIdle || a.Warm.Source != b.Warm.Source || a.Warm.Schedule != b.Warm.Schedule) {
+		return false
 	}
 	if (a.ScaleSet == nil) != (b.ScaleSet == nil) {
 		return false

@@ -78,8 +78,9 @@ func (m *Manager) Start(ctx context.Context) error {
 
 // Ensure records a scale-set pool's wanted state and starts or restarts its listener
 // when that changed in a way the running one cannot follow (scope, credentials, group,
-// name or labels). maxRunners and minIdle are followed live.
-func (m *Manager) Ensure(pool *v1alpha1.RunnerPool) {
+// name or labels). maxRunners and minIdle, the idle floor in force (spec.minIdle as
+// raised by spec.warm), are followed live.
+func (m *Manager) Ensure(pool *v1alpha1.RunnerPool, minIdle int32) {
 	if m == nil {
 		return
 	}
@@ -92,7 +93,7 @@ func (m *Manager) Ensure(pool *v1alpha1.RunnerPool) {
 	old := m.pools[key]
 	if old != nil && old.cfg.equal(cfg) {
 		m.mu.Unlock()
-		old.setLimits(pool.Spec.MaxRunners, pool.Spec.MinIdle)
+		old.setLimits(pool.Spec.MaxRunners, minIdle)
 		old.adoptID(cfg.knownID)
 		return
 	}
@@ -103,7 +104,7 @@ func (m *Manager) Ensure(pool *v1alpha1.RunnerPool) {
 		cfg.knownID = max(cfg.knownID, old.scaleSetID())
 	}
 	l := newPoolListener(m, key, cfg, pool.DeepCopy())
-	l.setLimits(pool.Spec.MaxRunners, pool.Spec.MinIdle)
+	l.setLimits(pool.Spec.MaxRunners, minIdle)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.pools[key] != nil {

@@ -27,8 +27,9 @@ import (
 // mid-job. Version 3 added floor, kube_api, controller_cpu_ms_per_job and jobs. Version
 // 4 added demand_source, actions_service_calls_per_job, github_calls_per_job and
 // actions_service_calls_by_endpoint, and left the Actions service's routes out of
-// rest_calls_by_endpoint. Version 5 added pools, sessions and idle, and made
-// kube_api.pool_status_writes_per_second a mean over every pool of the scenario.
+// rest_calls_by_endpoint. Version 5 added pools, sessions and idle, made
+// kube_api.pool_status_writes_per_second a mean over every pool of the scenario, and
+// added idle_runner_seconds_per_job and warm.
 const SchemaVersion = 5
 
 // Quantiles summarize a latency distribution, in seconds.
@@ -132,6 +133,9 @@ type Report struct {
 	Drained           bool        `json:"drained"`
 	RunnersCreated    int         `json:"runners_created"`
 	IdleRunnerSeconds float64     `json:"idle_runner_seconds"`
+	// IdleRunnerSecondsPerJob is idle_runner_seconds over jobs_total: what each job's
+	// pickup cost in runners kept waiting, so that a warmer pool is never faster for free.
+	IdleRunnerSecondsPerJob float64 `json:"idle_runner_seconds_per_job"`
 	// GitHub calls per job: REST, Actions service (a scale set's), and both.
 	RESTCallsPerJob            float64            `json:"rest_calls_per_job"`
 	ActionsServiceCallsPerJob  float64            `json:"actions_service_calls_per_job"`
@@ -206,6 +210,9 @@ func buildReport(sc Scenario, in reportInputs) *Report {
 	r.PickupSeconds, r.ReactionSeconds = quantiles(pickups), quantiles(reactions)
 	r.Jobs = jobTimes(in.jobs, in.events, start)
 	r.RunnersCreated, r.IdleRunnerSeconds = runnerUse(in.events)
+	if r.JobsTotal > 0 {
+		r.IdleRunnerSecondsPerJob = round2(r.IdleRunnerSeconds / float64(r.JobsTotal))
+	}
 	r.PoolReaction = quantiles(poolReactions(in.jobs, in.runnersSeen, start))
 	lostWithNode := r.countKills(in.events, in.injections, start)
 	r.countCalls(in, sc.pools())
@@ -542,7 +549,8 @@ func (r *Report) Summary() string {
 	if i := r.Idle; i != nil {
 		fmt.Fprintf(&b, "  idle: %s\n", i.summary())
 	}
-	fmt.Fprintf(&b, "  pickup   p50 %.2fs  p95 %.2fs  p99 %.2fs  max %.2fs\n", r.PickupSeconds.P50, r.PickupSeconds.P95, r.PickupSeconds.P99, r.PickupSeconds.Max)
+	fmt.Fprintf(&b, "  pickup   p50 %.2fs  p95 %.2fs  p99 %.2fs  max %.2fs  at a cost of %.2f idle runner-seconds per job\n",
+		r.PickupSeconds.P50, r.PickupSeconds.P95, r.PickupSeconds.P99, r.PickupSeconds.Max, r.IdleRunnerSecondsPerJob)
 	fmt.Fprintf(&b, "  reaction p50 %.2fs  p95 %.2fs  p99 %.2fs  max %.2fs  (job → runner pod; job → Runner object: p50 %.2fs p99 %.2fs)\n",
 		r.ReactionSeconds.P50, r.ReactionSeconds.P95, r.ReactionSeconds.P99, r.ReactionSeconds.Max, r.PoolReaction.P50, r.PoolReaction.P99)
 	fmt.Fprintf(&b, "  runners created %d, idle runner-seconds %.0f, drain %.1fs, busy runners killed %d\n", r.RunnersCreated, r.IdleRunnerSeconds, r.DrainSeconds, r.BusyRunnersKilled)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/sim/fault"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
@@ -56,6 +58,8 @@ type Scenario struct {
 	MinIdle    int32                     `json:"min_idle"`
 	MaxRunners int32                     `json:"max_runners"`
 	Mode       v1alpha1.RegistrationMode `json:"registration_mode,omitempty"`
+	// Warm is the pool's spec.warm: schedules and the prediction (none by default).
+	Warm *v1alpha1.WarmSpec `json:"warm,omitempty"`
 	// DemandSource is the pool's spec.demand.source: Webhook (the default) or
 	// ScaleSet, a runner scale set named after the pool (WithDemandSource).
 	DemandSource v1alpha1.DemandSource `json:"demand_source,omitempty"`
@@ -137,6 +141,15 @@ var Scenarios = withScaleSetVariants(map[string]Scenario{
 	"steady": {
 		Name: "steady", Description: "Poisson arrivals, 5 jobs/s for a minute, 20 s jobs",
 		Rate: 5, Steady: time.Minute, JobDuration: 20 * time.Second, MaxRunners: 300, Nodes: 10,
+		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
+	},
+	"steady-warm": {
+		// The steady workload on a predictive pool: its idle runners are sized from the
+		// arrival rate and start time it measures, for at most 1 % of jobs waiting.
+		Name: "steady-warm", Description: "steady (Poisson arrivals, 5 jobs/s for a minute, 20 s jobs) on a predictive pool: spec.warm.predictive targetMissPercent 1, maxIdle 40, cooldown 1m",
+		Rate: 5, Steady: time.Minute, JobDuration: 20 * time.Second, MaxRunners: 300, Nodes: 10,
+		Warm: &v1alpha1.WarmSpec{Predictive: &v1alpha1.PredictiveWarmSpec{TargetMissPercent: "1", MaxIdle: 40,
+			Cooldown: &metav1.Duration{Duration: time.Minute}}},
 		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
 	},
 	"scale": {

@@ -182,6 +182,9 @@ func newPool(sc Scenario, simURL, name string) *v1alpha1.RunnerPool {
 			}}}},
 		},
 	}
+	if sc.Warm != nil {
+		pool.Spec.Warm = sc.Warm.DeepCopy()
+	}
 	if sc.NodeLostTimeout > 0 {
 		pool.Spec.Recovery.NodeLostTimeout = &metav1.Duration{Duration: sc.NodeLostTimeout}
 	}

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/gantry-dev/gantry/internal/manager"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
@@ -37,6 +38,8 @@ type Options struct {
 	// ActionsSessionTimeout and ActionsPollHold are the simulated Actions service's
 	// (simgithub.Options); zero keeps its defaults.
 	ActionsSessionTimeout, ActionsPollHold time.Duration
+	// Clock, if set, is the manager's (manager.Options.Clock).
+	Clock clock.Clock
 }
 
 // Stack is one test's simulator and manager.
@@ -92,6 +95,9 @@ func Start(t *testing.T, env *testenv.Env, ns string, o Options) *Stack {
 	}
 
 	mopts := ManagerOptions(ns)
+	if o.Clock != nil {
+		mopts.Clock = o.Clock
+	}
 	if o.TLS != nil {
 		mopts.GitHubCABundle, mopts.GitHubAllowHTTP = o.TLS.PEM, false
 	}

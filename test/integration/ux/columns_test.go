@@ -50,7 +50,7 @@ func TestRunnerPoolColumns(t *testing.T) {
 	wantCols := []column{
 		{"Name", "string", 0},
 		{"Queued", "integer", 0}, {"Desired", "integer", 0}, {"Pending", "integer", 0}, {"Idle", "integer", 0},
-		{"Busy", "integer", 0}, {"Failed", "integer", 0}, {"Outdated", "integer", 1}, {"Max", "integer", 0},
+		{"Busy", "integer", 0}, {"Failed", "integer", 0}, {"Outdated", "integer", 1}, {"Warm", "integer", 1}, {"Max", "integer", 0},
 		{"Ready", "string", 0}, {"Reason", "string", 1}, {"URL", "string", 1},
 		{"Age", "date", 0},
 	}
@@ -66,7 +66,7 @@ func TestRunnerPoolColumns(t *testing.T) {
 		t.Fatalf("%d rows, want 1", len(table.Rows))
 	}
 	cells := table.Rows[0].Cells
-	want := []any{"linux-x64", 3.0, 7.0, 2.0, 1.0, 4.0, 1.0, 0.0, 20.0, "False", "CredentialsSecretNotFound", "https://github.com/acme"}
+	want := []any{"linux-x64", 3.0, 7.0, 2.0, 1.0, 4.0, 1.0, 0.0, nil, 20.0, "False", "CredentialsSecretNotFound", "https://github.com/acme"}
 	if diff := cmp.Diff(want, cells[:len(cells)-1]); diff != "" {
 		t.Errorf("the pool's row (-want +got):\n%s", diff)
 	}

@@ -147,7 +147,10 @@ func TestExportedMetrics(t *testing.T) {
 // counters (resync's) are exported from the start.
 func exerciseEveryMetric(w *world) {
 	t := w.t
-	w.create(w.pool("happy").MaxRunners(2).Cache(testutil.CacheSpec("deps"), "/deps").Obj())
+	// A cache, and predictive with maxIdle 0: their gauges are exported, and it keeps
+	// no runner idle.
+	w.create(w.pool("happy").MaxRunners(2).Cache(testutil.CacheSpec("deps"), "/deps").
+		Predictive(v1alpha1.PredictiveWarmSpec{MaxIdle: 0}).Obj())
 	job, err := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/api", Labels: []string{"linux"}, Duration: simgithub.Duration(50 * time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
