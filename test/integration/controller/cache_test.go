@@ -3,21 +3,18 @@ package controller
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller/runner"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
-	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 	"github.com/gantry-dev/gantry/internal/testutil"
 )
 
@@ -63,9 +60,9 @@ func (w *world) cacheMounts(pool, cache string) (byVolume map[string][]string, b
 	return byVolume, byPod
 }
 
-// runJobs queues n jobs of repo and plays kubelet and agent for each runner of the pool
-// until they completed and the runners are gone. check runs at each poll.
-func (w *world) runJobs(pool, repo string, n int, check func()) {
+// queueAndRun queues n jobs of repo and plays kubelet and agent for each runner of the
+// pool until they completed and the runners are gone. check runs at each poll.
+func (w *world) queueAndRun(pool, repo string, n int, check func()) {
 	w.t.Helper()
 	queued := map[int64]bool{}
 	for range n {
@@ -75,44 +72,14 @@ func (w *world) runJobs(pool, repo string, n int, check func()) {
 		}
 		queued[j.ID] = true
 	}
-	started := map[string]bool{}
-	var wg sync.WaitGroup
-	w.eventually(fmt.Sprintf("%d jobs of %s to run", n, repo), func() (bool, error) {
-		if check != nil {
-			check()
-		}
-		for _, rn := range w.runners(pool) {
-			if started[rn.Name] || rn.Status.PodName == "" || rn.Status.GitHubRunnerID == 0 {
-				continue
-			}
-			started[rn.Name] = true
-			w.setPodRunning(rn.Name)
-			secret := &corev1.Secret{}
-			if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: rn.Name}, secret); err != nil {
-				return false, err
-			}
-			agent, err := runnerapi.NewClientFromJITConfig(string(secret.Data[runner.JITConfigKey]), nil)
-			if err != nil {
-				return false, err
-			}
-			wg.Add(1)
-			go func(name string) {
-				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				_, _ = agent.Run(ctx, runnerapi.RunOptions{PollWait: 2 * time.Second})
-				_ = w.exitPod(name, 0) // the pod may be gone already
-			}(rn.Name)
-		}
-		done := 0
-		for _, j := range w.sim.Jobs() {
-			if j.Status == "completed" && queued[j.ID] {
-				done++
+	w.playRunners(pool, fmt.Sprintf("%d jobs of %s to run", n, repo), func(completed map[int64]bool) bool {
+		for id := range queued {
+			if !completed[id] {
+				return false
 			}
 		}
-		return done >= n, nil
-	})
-	wg.Wait()
+		return true
+	}, check)
 	w.eventually("the runners to be gone", func() (bool, error) { return len(w.runners(pool)) == 0, nil })
 }
 
@@ -132,7 +99,7 @@ func TestCacheVolumesAreExclusiveUnderABurst(t *testing.T) {
 			}
 		}
 	}
-	w.runJobs("burst", "acme/api", jobs, check)
+	w.queueAndRun("burst", "acme/api", jobs, check)
 	if len(violations) > 0 {
 		t.Errorf("volumes mounted by more than one live pod: %v", violations)
 	}
@@ -163,7 +130,7 @@ func TestCacheVolumeIsReusedByTheNextJob(t *testing.T) {
 	w := newWorld(t)
 	w.create(w.pool("reuse").MaxRunners(1).Cache(testutil.CacheSpec("deps"), "/deps").Obj())
 	var first string
-	w.runJobs("reuse", "acme/api", 1, func() {
+	w.queueAndRun("reuse", "acme/api", 1, func() {
 		if _, byPod := w.cacheMounts("reuse", "deps"); len(byPod) == 1 {
 			for _, v := range byPod {
 				first = v
@@ -175,7 +142,7 @@ func TestCacheVolumeIsReusedByTheNextJob(t *testing.T) {
 	}
 	var second string
 	var hit bool
-	w.runJobs("reuse", "acme/api", 1, func() {
+	w.queueAndRun("reuse", "acme/api", 1, func() {
 		for _, rn := range w.runners("reuse") {
 			if len(rn.Status.Caches) == 1 && rn.Status.PodName != "" {
 				second, hit = rn.Status.Caches[0].ClaimName, rn.Status.Caches[0].Hit

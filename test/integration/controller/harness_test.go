@@ -221,10 +221,24 @@ func (w *world) setPodWaiting(name, reason, message string) {
 // pods exit. It returns the runners it started.
 func (w *world) runJobs(pool string, n int) map[string]bool {
 	w.t.Helper()
+	return w.playRunners(pool, fmt.Sprintf("%d jobs to complete", n), func(completed map[int64]bool) bool {
+		return len(completed) == n
+	}, nil)
+}
+
+// playRunners plays kubelet and agent for every runner of the pool ("" for every pool)
+// as it appears, until done holds of the completed jobs (check runs at each poll), then
+// lets the pods exit. It returns the runners it started.
+func (w *world) playRunners(pool, what string, done func(completed map[int64]bool) bool, check func()) map[string]bool {
+	w.t.Helper()
 	started := map[string]bool{}
 	var wg sync.WaitGroup
-	errs := make(chan error, n*2)
-	w.eventuallyWithin(90*time.Second, fmt.Sprintf("%d jobs to complete", n), func() (bool, error) {
+	var mu sync.Mutex
+	var errs []error
+	w.eventuallyWithin(90*time.Second, what, func() (bool, error) {
+		if check != nil {
+			check()
+		}
 		for _, rn := range w.runners(pool) {
 			if started[rn.Name] || rn.Status.PodName == "" || rn.Status.GitHubRunnerID == 0 || !rn.DeletionTimestamp.IsZero() {
 				continue
@@ -245,21 +259,22 @@ func (w *world) runJobs(pool string, n int) map[string]bool {
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				defer cancel()
 				if _, err := agent.Run(ctx, runnerapi.RunOptions{PollWait: 2 * time.Second}); err != nil {
-					errs <- err
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
 				}
 			}()
 		}
-		done := 0
+		completed := map[int64]bool{}
 		for _, j := range w.sim.Jobs() {
 			if j.Status == "completed" {
-				done++
+				completed[j.ID] = true
 			}
 		}
-		return done == n, nil
+		return done(completed), nil
 	})
 	wg.Wait()
-	close(errs)
-	for err := range errs {
+	for _, err := range errs {
 		w.t.Errorf("agent: %v", err)
 	}
 	for name := range started {
