@@ -22,8 +22,8 @@ import (
 
 // finalize removes a deleted Runner from GitHub and the cluster. Contract: a runner
 // GitHub says is busy (422) is kept, pod and all, and checked again later — a scale-down
-// never kills a job. A runner that ran its job and exited 0 removed itself from GitHub
-// (ephemeral), so no call is made for it. A registration already gone (404) is done.
+// never kills a job. A Succeeded runner (it ran its job, or its container exited 0)
+// removed itself from GitHub (ephemeral), so no call is made for it. A registration already gone (404) is done.
 // Then the pod and the Secret are deleted, and the cache volumes the runner held released
 // once the pod is gone; a pod stuck terminating on a lost node is
 // force-deleted after nodeLostTimeout (removePod), and the finalizer removed once the
@@ -36,7 +36,10 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 	if err := r.markDeleting(ctx, runner); err != nil {
 		return reconcile.Result{}, err
 	}
-	selfRemoved := runner.Status.Phase == v1alpha1.RunnerSucceeded && runner.Status.Job != nil
+	// Succeeded means the runner ran its job, or its container exited 0: an ephemeral
+	// runner exits 0 only after its one job (or once removed from GitHub), and removes
+	// itself from GitHub as it does — even when the job's in_progress word was missed.
+	selfRemoved := runner.Status.Phase == v1alpha1.RunnerSucceeded
 	registered := runner.Status.GitHubRunnerID != 0 || runner.Status.RegisteredAt != nil
 	if registered && !selfRemoved {
 		res, err := r.unregister(ctx, runner)
