@@ -175,8 +175,10 @@ func deletePool(ctx context.Context, c client.Client, pool *v1alpha1.RunnerPool,
 	}
 	deadline := time.Now().Add(timeout)
 	for {
-		err := c.Get(ctx, client.ObjectKeyFromObject(pool), &v1alpha1.RunnerPool{})
-		gone := apierrors.IsNotFound(err)
+		gone, err := isGone(ctx, c, pool)
+		if err != nil {
+			return 0, 0, err
+		}
 		var pvcs corev1.PersistentVolumeClaimList
 		if err := c.List(ctx, &pvcs, client.InNamespace(namespace), client.MatchingLabels{v1alpha1.LabelPool: pool.Name}); err != nil {
 			return 0, 0, err
@@ -192,11 +194,26 @@ func deletePool(ctx context.Context, c client.Client, pool *v1alpha1.RunnerPool,
 			}
 		}
 		claims = len(pvcs.Items)
-		if gone && claims == 0 && volumes == 0 || !time.Now().Before(deadline) || ctx.Err() != nil {
+		if gone && claims == 0 && volumes == 0 || !time.Now().Before(deadline) {
 			return claims, volumes, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return claims, volumes, err
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// isGone reports whether obj is gone from the API server.
+func isGone(ctx context.Context, c client.Client, obj client.Object) (bool, error) {
+	err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("reading %s: %w", obj.GetName(), err)
+	}
+	return false, nil
 }
 
 // CacheReport is report.json's caches: what the pool's cache saved, and whether it kept
@@ -235,14 +252,14 @@ type CacheReport struct {
 
 // cacheInputs is what a run measured of its caches.
 type cacheInputs struct {
-	uses                  []cacheUse
-	shared, pending       int
-	volumesMax            int
-	claimsLeft, pvsLeft   int
-	deleteErr             error
-	cold                  time.Duration
-	enabled               bool
-	warmUpEnd             time.Time
+	uses                []cacheUse
+	shared, pending     int
+	volumesMax          int
+	claimsLeft, pvsLeft int
+	deleteErr           error
+	cold                time.Duration
+	enabled             bool
+	warmUpEnd           time.Time
 }
 
 func (m *cacheMeter) inputs() cacheInputs {
