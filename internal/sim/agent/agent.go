@@ -3,7 +3,7 @@
 // does (ACTIONS_RUNNER_INPUT_JITCONFIG, however the pod supplies it: a literal, a
 // Secret key, envFrom a Secret; else Gantry's Runner Secret), comes online on the
 // GitHub simulator, takes one job (a scale set's runner takes its scale set's), runs
-// it for its duration, and then marks the pod so that kwok terminates the runner
+// it for its setup time (Options.Setup) and its duration, and then marks the pod so that kwok terminates the runner
 // container with exit code 0 — what an ephemeral runner does. Pods of any controller
 // count: Gantry's (by label) and any pod whose container may carry a JIT config.
 package agent
@@ -85,6 +85,11 @@ type Options struct {
 	// /_runner/jobs/{id}/renew), as the actions runner renews its job lock; 0 never
 	// does. Set it below the simulator's RunnerLostTimeout.
 	RenewEvery time.Duration
+	// Setup, when set, is how long a runner prepares a job before its steps run — the
+	// setup a warm cache cuts — asked once the job started, with the runner's pod: the
+	// runner waits Setup and then the job's duration. Its caller decides what the pod's
+	// volumes are worth; the agent knows nothing of caches.
+	Setup func(ctx context.Context, pod *corev1.Pod, job *runnerapi.Job) time.Duration
 }
 
 // Agents runs one agent per Running runner pod in a namespace.
@@ -323,7 +328,11 @@ func (a *Agents) serve(ctx context.Context, p *corev1.Pod, st *agentState, rc *r
 			return fmt.Errorf("starting job %d: %w", j.ID, err)
 		}
 		a.record(Event{Pod: p.Name, Kind: EventJobStarted, At: time.Now(), Job: j.ID, Node: st.node})
-		if err := a.runJob(ctx, rc, j); err != nil {
+		var setup time.Duration
+		if a.opts.Setup != nil {
+			setup = a.opts.Setup(ctx, p, j)
+		}
+		if err := a.runJob(ctx, rc, j, setup); err != nil {
 			return err
 		}
 		if err := rc.CompleteJob(ctx, j.ID, j.Conclusion); err != nil {
@@ -335,9 +344,9 @@ func (a *Agents) serve(ctx context.Context, p *corev1.Pod, st *agentState, rc *r
 	}
 }
 
-// runJob waits for the job's duration, renewing it every RenewEvery.
-func (a *Agents) runJob(ctx context.Context, rc *runnerapi.Client, j *runnerapi.Job) error {
-	done := time.NewTimer(j.Duration())
+// runJob waits for setup and then the job's duration, renewing the job every RenewEvery.
+func (a *Agents) runJob(ctx context.Context, rc *runnerapi.Client, j *runnerapi.Job, setup time.Duration) error {
+	done := time.NewTimer(setup + j.Duration())
 	defer done.Stop()
 	var renew <-chan time.Time
 	if a.opts.RenewEvery > 0 {

@@ -1,6 +1,8 @@
 // Package cluster starts and stops a simulated Kubernetes cluster on one machine: real
 // etcd, kube-apiserver, kube-controller-manager and kube-scheduler, with kwok playing the
-// kubelets of fake nodes. No container runtime: a pod "runs" when kwok says so. The
+// kubelets of fake nodes. No container runtime: a pod "runs" when kwok says so. Claims
+// of StorageClass gantry-sim-local get per-node local volumes from a provisioner in
+// this process (volumes.go). The
 // binaries are the ones hack/k8s-bins.sh builds (`make k8s-bins`).
 //
 // Every process runs in its own process group and is killed with it on Stop, and, on
@@ -102,6 +104,8 @@ type Cluster struct {
 	opts  Options
 	env   *envtest.Environment
 	procs []*exec.Cmd
+	// stopProvisioner stops the volume provisioner and waits for it.
+	stopProvisioner func()
 }
 
 // Start starts the cluster and waits until its nodes are Ready.
@@ -208,6 +212,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := c.createNodes(ctx); err != nil {
 		return nil, err
 	}
+	if err := c.createStorageClass(ctx); err != nil {
+		return nil, err
+	}
+	pctx, stopProvisioner := context.WithCancel(context.Background())
+	provisioned := make(chan struct{})
+	go func() { c.provision(pctx, opts.Log); close(provisioned) }()
+	c.stopProvisioner = func() { stopProvisioner(); <-provisioned }
 	if err := WaitForDefaultServiceAccount(ctx, c.Client, "default"); err != nil {
 		return nil, fmt.Errorf("%w: see kube-controller-manager.log in %s", err, opts.WorkDir)
 	}
@@ -249,7 +260,8 @@ func (c *Cluster) createNodes(ctx context.Context) error {
 			ObjectMeta: metav1.ObjectMeta{
 				Name:        NodeName(i),
 				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-				Labels:      map[string]string{"type": "kwok", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
+				Labels: map[string]string{"type": "kwok", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+					corev1.LabelHostname: NodeName(i)},
 			},
 			Spec:   corev1.NodeSpec{Taints: nil},
 			Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
@@ -309,8 +321,13 @@ func WaitForDefaultServiceAccount(ctx context.Context, c client.Client, ns strin
 	}
 }
 
-// Stop kills the processes (whole groups) and stops the control plane.
+// Stop stops the volume provisioner, kills the processes (whole groups) and stops the
+// control plane.
 func (c *Cluster) Stop() error {
+	if c.stopProvisioner != nil {
+		c.stopProvisioner()
+		c.stopProvisioner = nil
+	}
 	for _, p := range c.procs {
 		if p.Process != nil {
 			_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)

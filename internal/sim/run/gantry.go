@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -35,6 +36,13 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 	samplerDone := make(chan struct{})
 	go func() { smp.run(sctx); close(samplerDone) }()
 	defer func() { stopSampler(); <-samplerDone }()
+
+	if w.cache != nil {
+		cctx, stopCache := context.WithCancel(ctx)
+		cacheDone := make(chan struct{})
+		go func() { w.cache.sample(cctx, w.pools[0].Name, out); close(cacheDone) }()
+		defer func() { stopCache(); <-cacheDone }()
+	}
 
 	start := time.Now()
 	var injections []fault.Injection
@@ -77,6 +85,18 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 	drainedAt := time.Now()
 	stopSampler()
 	<-samplerDone
+	var caches *cacheInputs
+	if w.cache != nil {
+		ci := w.cache.inputs()
+		if ci.enabled {
+			// The pool deleted once drained: its Delete cache's volumes go with it.
+			ci.claimsLeft, ci.pvsLeft, ci.deleteErr = deletePool(ctx, w.cl.Client, w.pools[0], 2*time.Minute)
+			if ci.deleteErr != nil {
+				fmt.Fprintf(out, "Deleting the pool: %v\n", ci.deleteErr)
+			}
+		}
+		caches = &ci
+	}
 
 	var lostNodePods map[string]int
 	for _, in := range injections {
@@ -95,7 +115,7 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 		calls: w.sim.CallCounts(), samples: smp.samples(), finished: finished, lastJobDone: lastDone,
 		drained: drained, drainedAt: drainedAt, injections: injections, lostNodePods: lostNodePods,
 		leftover: leftovers(ctx, w.cl.Client, w.sim), cpu: processCPU(),
-		sessions: sessions, idle: idle,
+		sessions: sessions, idle: idle, caches: caches,
 	}
 	in.controller = w.ctrl.stop()
 	if in.controller.Processes > 0 {

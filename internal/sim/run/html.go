@@ -153,6 +153,16 @@ floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared m
 <tr><th>CPU-seconds by process</th><td>{{range $k, $v := .CPUSeconds}}{{$k}} {{printf "%.1f" $v}}; {{end}}</td></tr>
 <tr><th>host</th><td>{{.Host.CPUs}} CPUs, load average {{index .Host.LoadAvgStart 0}} at the start, {{index .Host.LoadAvgEnd 0}} at the end</td></tr>
 </table>
+{{with .Caches}}<h2>Cache</h2>
+<p>{{if .Enabled}}The pool's cache{{else}}<strong>No cache</strong>: the same jobs, every setup cold{{end}}. Rates over the {{.Jobs}} jobs queued after the first {{.WarmUpSeconds}} s (the warm-up).</p>
+<table>
+<tr><th>hit rate</th><td class="n">{{printf "%.3f" .HitRate}}</td><td>the runner mounted a volume an earlier runner had used</td></tr>
+<tr><th>repository hit rate</th><td class="n">{{printf "%.3f" .RepoHitRate}}</td><td>the volume was last used by the job's own repository: a warm setup</td></tr>
+<tr><th>setup seconds</th><td class="n">{{.SetupSeconds}}</td><td>{{.SetupSecondsSaved}} saved against a cold setup for every job</td></tr>
+<tr><th>shared mount violations</th><td class="n">{{.SharedMountViolations}}</td><td>a claim mounted by two live pods at once (sampled every second)</td></tr>
+<tr><th>pods pending on the cache</th><td class="n">{{.PodsPendingOnCache}}</td><td>unscheduled for more than 10 s because of a volume</td></tr>
+<tr><th>volumes</th><td class="n">{{.VolumesMax}}</td><td>at most; {{.VolumesLeft}} claims and {{.PersistentVolumesLeft}} volumes left after the pool was deleted</td></tr>
+</table>{{end}}
 {{with .Faults}}<h2>Faults</h2>
 <p>{{.JobsLost}} jobs lost, {{.Leftover}} left over, {{.BusyRunnersKilled}} busy runners killed; {{.BusyRunnersLostWithNode}} busy runners lost with their node ({{.JobsFailedRunnerLost}} jobs failed by it).</p>
 <table><tr><th>step</th><th>from (s)</th><th>to (s)</th><th>what</th><th>recovered after (s)</th></tr>

@@ -29,8 +29,8 @@ import (
 // actions_service_calls_by_endpoint, and left the Actions service's routes out of
 // rest_calls_by_endpoint. Version 5 added pools, sessions and idle, made
 // kube_api.pool_status_writes_per_second a mean over every pool of the scenario, and
-// added idle_runner_seconds_per_job and warm.
-const SchemaVersion = 5
+// added idle_runner_seconds_per_job and warm. Version 6 added caches.
+const SchemaVersion = 6
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -152,6 +152,7 @@ type Report struct {
 	Controller                 Controller         `json:"controller"`
 	CPUSeconds                 map[string]float64 `json:"cpu_seconds_by_process"`
 	Faults                     *FaultsReport      `json:"faults,omitempty"`
+	Caches                     *CacheReport       `json:"caches,omitempty"`
 	Trace                      *TraceReport       `json:"trace,omitempty"`
 	Floor                      *Floor             `json:"floor,omitempty"`
 	Host                       Host               `json:"host"`
@@ -163,10 +164,11 @@ type Report struct {
 }
 
 // Clean reports whether the run ended as it should: every job finished and none was
-// lost, nothing left over, no busy runner killed, and every pool's scale-set session
-// open when the run waited for them and at the end of an idle window.
+// lost, nothing left over, no busy runner killed, every pool's scale-set session open
+// when the run waited for them and at the end of an idle window, and the cache's
+// promises kept (CacheReport.Clean).
 func (r *Report) Clean() bool {
-	return r.Finished && r.JobsNeverPickedUp == 0 && r.JobsUnfinished == 0 && r.Leftover.Total() == 0 && r.BusyRunnersKilled == 0 &&
+	return r.Caches.Clean() && r.Finished && r.JobsNeverPickedUp == 0 && r.JobsUnfinished == 0 && r.Leftover.Total() == 0 && r.BusyRunnersKilled == 0 &&
 		(r.Sessions == nil || r.Sessions.Open == r.Sessions.Pools) &&
 		(r.Idle == nil || r.DemandSource != v1alpha1.DemandSourceScaleSet || r.Idle.SessionsOpen == r.Idle.Pools)
 }
@@ -192,6 +194,7 @@ type reportInputs struct {
 	cpu                    map[string]float64
 	sessions               *Sessions
 	idle                   *IdleReport
+	caches                 *cacheInputs
 }
 
 func buildReport(sc Scenario, in reportInputs) *Report {
@@ -224,6 +227,15 @@ func buildReport(sc Scenario, in reportInputs) *Report {
 	}
 	if sc.Trace != nil {
 		r.Trace = traceReport(sc)
+	}
+	if c := in.caches; c != nil {
+		queuedAt := map[int64]time.Time{}
+		for _, j := range in.jobs {
+			queuedAt[j.ID] = j.QueuedAt
+		}
+		warmUp := time.Duration(cacheWarmUp * float64(sc.Steady))
+		c.warmUpEnd = start.Add(warmUp)
+		r.Caches = cacheReport(*c, queuedAt, warmUp)
 	}
 	end := in.end
 	if end.IsZero() {
@@ -584,6 +596,14 @@ func (r *Report) Summary() string {
 			}
 			fmt.Fprintf(&b, "    %5.1fs–%5.1fs %-30s %s; %s\n", in.StartSeconds, in.EndSeconds, in.Name, in.Detail, rec)
 		}
+	}
+	if c := r.Caches; c != nil {
+		state := "cache"
+		if !c.Enabled {
+			state = "no cache"
+		}
+		fmt.Fprintf(&b, "  %s: hit rate %.3f, repository hit rate %.3f (%d jobs after a %.0fs warm-up); setup %.0fs, %.0fs saved; shared mount violations %d, pods pending on the cache %d; volumes at most %d, left %d (persistent volumes %d)\n",
+			state, c.HitRate, c.RepoHitRate, c.Jobs, c.WarmUpSeconds, c.SetupSeconds, c.SetupSecondsSaved, c.SharedMountViolations, c.PodsPendingOnCache, c.VolumesMax, c.VolumesLeft, c.PersistentVolumesLeft)
 	}
 	if t := r.Trace; t != nil && t.RecordedPickupSeconds != nil {
 		fmt.Fprintf(&b, "  trace %s: recorded pickup p50 %.2fs p99 %.2fs (simulated above)\n", t.File, t.RecordedPickupSeconds.P50, t.RecordedPickupSeconds.P99)

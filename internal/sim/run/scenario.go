@@ -12,7 +12,10 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/sim/fault"
@@ -92,6 +95,22 @@ type Scenario struct {
 	// minutes). Simulated runners renew their job four times as often.
 	RunnerLostTimeout time.Duration `json:"runner_lost_timeout,omitempty"`
 
+	// Repos spreads steady jobs over that many repositories of acme, repo-1 … repo-N,
+	// each job's drawn at random (seeded apart from the arrivals, so that a scenario and
+	// its variants queue the same jobs); default 1: acme/app.
+	Repos int `json:"repos,omitempty"`
+	// Cache, when set, is the pool's one cache (spec.caches), mounted by the runner
+	// container at /cache; a template without a storageClassName gets the simulated
+	// cluster's local volumes (cluster.StorageClass). After the workload the pool is
+	// deleted and its volumes counted (report.json's caches.volumes_left).
+	Cache *v1alpha1.CacheSpec `json:"cache,omitempty"`
+	// CacheSetup is how long a job's setup takes cold (images, toolchains, dependencies
+	// fetched), WarmSetup how long on a cache volume last used by the job's own
+	// repository. The runner waits the setup, then JobDuration. Without Cache every job
+	// pays CacheSetup.
+	CacheSetup time.Duration `json:"cache_setup,omitempty"`
+	WarmSetup  time.Duration `json:"warm_setup,omitempty"`
+
 	// Faults is played during the workload, from its start (package fault).
 	Faults *fault.Schedule `json:"faults,omitempty"`
 
@@ -112,6 +131,39 @@ var FaultsSchedule = fault.Schedule{Seed: 1, Steps: []fault.Step{
 	{Name: "secondary rate limit", At: sec(85), For: sec(20), RateLimit: &fault.RateLimit{Kind: fault.RateLimitSecondary, PointsPerMinute: 100}},
 	{Name: "node lost", At: sec(100), NodeLost: &fault.NodeLost{How: fault.NodeLossHeartbeat}},
 }}
+
+// CacheSchedule is the cache scenario's: a node deleted half-way through the arrivals,
+// its volumes with it.
+var CacheSchedule = fault.Schedule{Seed: 1, Steps: []fault.Step{
+	{Name: "node lost", At: sec(120), NodeLost: &fault.NodeLost{How: fault.NodeLossDelete}},
+}}
+
+// cacheScenario is the cache scenario: one job a second over five repositories,
+// each job's setup 20 s cold and 2 s on a volume its repository used last.
+var cacheScenario = Scenario{
+	Name: "cache", Description: "Poisson arrivals, 1 job/s for 4 minutes over 5 repositories, 10 s jobs after a setup of 20 s cold or 2 s on a volume of the same repository, a pool with a cache (ReadWriteOnce local volumes, WaitForFirstConsumer, maxVolumes 60); a node deleted at 120 s; the pool deleted at the end",
+	Rate: 1, Steady: 4 * time.Minute, JobDuration: 10 * time.Second, Repos: 5,
+	CacheSetup: 20 * time.Second, WarmSetup: 2 * time.Second,
+	Cache: &v1alpha1.CacheSpec{
+		Name: "build-cache", MaxVolumes: ptr.To[int32](60), ReclaimPolicy: v1alpha1.CacheReclaimDelete,
+		VolumeClaimTemplate: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}},
+		},
+	},
+	MaxRunners: 80, Nodes: 8, PodStartDelay: time.Second, RateLimits: noLimits, Timeout: 12 * time.Minute,
+	NodeLostTimeout: 15 * time.Second, UnreachableToleration: 5 * time.Second, NodeMonitorGracePeriod: 20 * time.Second,
+	FailedRunnerRetention: 20 * time.Second, RunnerLostTimeout: 30 * time.Second,
+	Faults: &CacheSchedule,
+}
+
+// withoutCache is sc without its cache, named NAME-off: the same jobs, each paying the
+// cold setup.
+func withoutCache(sc Scenario) Scenario {
+	sc.Name, sc.Cache = sc.Name+"-off", nil
+	sc.Description = "the cache scenario without the cache: " + sc.Description
+	return sc
+}
 
 func sec(s float64) simgithub.Duration { return simgithub.Duration(s * float64(time.Second)) }
 
@@ -181,6 +233,8 @@ var Scenarios = withScaleSetVariants(map[string]Scenario{
 		Burst: 500, JobDuration: 10 * time.Second, MaxRunners: 20, Nodes: 10,
 		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
 	},
+	"cache":     cacheScenario,
+	"cache-off": withoutCache(cacheScenario),
 }, "burst", "steady")
 
 // withScaleSetVariants adds to scenarios the ScaleSet variant of each of names, derived
@@ -299,6 +353,12 @@ func (s Scenario) Validate() error {
 	}
 	if _, ok := demandVariants[s.demandSource()]; !ok {
 		errs = append(errs, fmt.Errorf("demand_source %q: want Webhook or ScaleSet", s.DemandSource))
+	}
+	if s.Repos < 0 || s.CacheSetup < 0 || s.WarmSetup < 0 {
+		errs = append(errs, errors.New("repos, cache_setup and warm_setup must not be negative"))
+	}
+	if s.Cache != nil && s.pools() > 1 {
+		errs = append(errs, errors.New("a cache needs one pool: its volumes are counted after the pool is deleted"))
 	}
 	if s.Faults != nil {
 		if err := s.Faults.Validate(); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
@@ -35,6 +36,9 @@ type world struct {
 	ctrl    *controller
 	agents  *agent.Agents
 	runners *runnerWatch
+	// cache plays the jobs' setup and measures the cache, when the scenario has a
+	// setup time or a cache; else nil.
+	cache *cacheMeter
 
 	stopAgents func() // idempotent: stops the agents and waits for them
 	cleanups   []func()
@@ -108,6 +112,10 @@ func startWorld(ctx context.Context, sc Scenario, opts Options) (_ *world, err e
 	var agentOpts agent.Options
 	if sc.RunnerLostTimeout > 0 {
 		agentOpts.RenewEvery = sc.RunnerLostTimeout / 4
+	}
+	if sc.Cache != nil || sc.CacheSetup > 0 {
+		w.cache = newCacheMeter(w.cl.Client, sc)
+		agentOpts.Setup = w.cache.setup
 	}
 	if w.agents, err = agent.New(w.cl.Config, namespace, agentOpts); err != nil {
 		return nil, err
@@ -184,6 +192,15 @@ func newPool(sc Scenario, simURL, name string) *v1alpha1.RunnerPool {
 	}
 	if sc.Warm != nil {
 		pool.Spec.Warm = sc.Warm.DeepCopy()
+	}
+	if sc.Cache != nil {
+		c := sc.Cache.DeepCopy()
+		if c.VolumeClaimTemplate.StorageClassName == nil {
+			c.VolumeClaimTemplate.StorageClassName = ptr.To(cluster.StorageClass)
+		}
+		pool.Spec.Caches = []v1alpha1.CacheSpec{*c}
+		runner := &pool.Spec.Template.Spec.Containers[0]
+		runner.VolumeMounts = append(runner.VolumeMounts, corev1.VolumeMount{Name: c.Name, MountPath: cacheMountPath})
 	}
 	if sc.NodeLostTimeout > 0 {
 		pool.Spec.Recovery.NodeLostTimeout = &metav1.Duration{Duration: sc.NodeLostTimeout}

@@ -23,6 +23,9 @@ type workload struct {
 	steady time.Duration
 	// job is the template of burst and steady jobs.
 	job simgithub.JobSpec
+	// repos, when set, are the repositories (OWNER/REPO) steady jobs are drawn from
+	// instead of job's.
+	repos []string
 	// spread, when set, are the runs-on labels the burst's jobs take in turn (job i
 	// the i-th modulo their number) instead of job's: one pool's scale set each.
 	spread [][]string
@@ -34,6 +37,11 @@ func (s Scenario) workload() workload {
 	wl := workload{
 		burst: s.Burst, rate: s.Rate, steady: s.Steady, trace: s.Trace, speed: s.TraceSpeed,
 		job: simgithub.JobSpec{Repo: org + "/app", Labels: s.jobLabels(), Duration: simgithub.Duration(s.JobDuration)},
+	}
+	if s.Repos > 1 {
+		for _, name := range repoNames(s) {
+			wl.repos = append(wl.repos, org+"/"+name)
+		}
 	}
 	if s.pools() > 1 {
 		// runs-on: the scale set's name, as workflows select a scale set: GitHub offers
@@ -104,6 +112,7 @@ func queueWorkload(ctx context.Context, q jobQueue, wl workload, seed uint64, no
 		return out, nil
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	repoRNG := rand.New(rand.NewPCG(seed^0x5bd1e995, seed))
 	end := time.Now().Add(wl.steady)
 	next := time.Now()
 	for {
@@ -114,7 +123,11 @@ func queueWorkload(ctx context.Context, q jobQueue, wl workload, seed uint64, no
 		if !fault.SleepUntil(ctx, next) {
 			return nil, ctx.Err()
 		}
-		j, err := q.QueueJob(wl.job)
+		spec := wl.job
+		if len(wl.repos) > 0 {
+			spec.Repo = wl.repos[repoRNG.IntN(len(wl.repos))]
+		}
+		j, err := q.QueueJob(spec)
 		if err != nil {
 			return nil, fmt.Errorf("queueing a job: %w", err)
 		}
@@ -165,6 +178,13 @@ func replay(ctx context.Context, q jobQueue, wl workload, add func(queuedJob)) e
 
 // repoNames are the repositories of acme the workload needs.
 func repoNames(sc Scenario) []string {
+	if sc.Trace == nil && sc.Repos > 1 {
+		out := make([]string, sc.Repos)
+		for i := range out {
+			out[i] = fmt.Sprintf("repo-%d", i+1)
+		}
+		return out
+	}
 	if sc.Trace == nil {
 		return []string{"app"}
 	}
