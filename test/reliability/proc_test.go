@@ -116,8 +116,13 @@ func (p *controllerProc) launch() error {
 	if err != nil {
 		return err
 	}
+	// Each start is a new pod, with a new name: it names the replica in the scale set
+	// sessions it opens, so a restarted replica is told from its dead self.
+	p.mu.Lock()
+	podName := fmt.Sprintf("%s-%d", p.opts.name, p.starts+1)
+	p.mu.Unlock()
 	cmd := exec.Command(name, args...) //nolint:noctx // killed by process group, never by a context
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+p.opts.kubeconfig, "HOME=/tmp", "POD_NAME="+p.opts.name)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+p.opts.kubeconfig, "HOME=/tmp", "POD_NAME="+podName)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, killed with the test process if that dies first.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

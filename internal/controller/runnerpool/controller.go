@@ -103,7 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// Someone else wrote the Secret or the pool meanwhile: an ordinary race, tried
 		// again shortly.
 		log.FromContext(ctx).V(1).Info("Holding the credentials secret: tried again shortly", "reason", credErr.Error())
-	case credErr != nil:
+	case credErr != nil && ctx.Err() == nil: // not the controller shutting down
 		// The pool works on; only the Secret's protection waits for the next reconcile.
 		log.FromContext(ctx).Error(credErr, "Holding the credentials secret")
 	}
