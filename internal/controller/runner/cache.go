@@ -241,6 +241,12 @@ func cacheVolumes(runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) []corev1.V
 // gone: the claim label is removed, and the time and the repository of the runner's job
 // recorded. Idempotent; a volume claimed again meanwhile (409) is read again and retried.
 func (r *Reconciler) releaseCaches(ctx context.Context, runner *v1alpha1.Runner) error {
+	if len(runner.Status.Caches) == 0 {
+		// It leased none (most pools have no cache: no read for them). A claim whose
+		// record in the status was lost names a Runner that is gone, which does not hold
+		// a volume no pod mounts.
+		return nil
+	}
 	var vols corev1.PersistentVolumeClaimList
 	if err := r.APIReader.List(ctx, &vols, ctrl.InNamespace(runner.Namespace),
 		ctrl.MatchingLabels{v1alpha1.LabelRunner: runner.Name, v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}); err != nil {
