@@ -102,7 +102,7 @@ type ScaleSetStatistics struct {
 	// acquiredJobs are jobs acquired and not yet assigned to a runner.
 	AcquiredJobs int32 `json:"acquiredJobs"`
 	// assignedJobs are jobs assigned to the scale set, waiting or running: the pool's
-	// desired runners are its busy runners + assignedJobs - runningJobs + minIdle.
+	// desired runners follow assignedJobs + minIdle.
 	AssignedJobs int32 `json:"assignedJobs"`
 	// runningJobs are jobs a runner of the scale set is running.
 	RunningJobs int32 `json:"runningJobs"`

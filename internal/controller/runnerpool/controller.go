@@ -132,7 +132,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	st.demand = r.Tracker.Demand(req.NamespacedName)
 	st.rebuilt = r.Tracker.Rebuilt()
 	if pool.UsesScaleSet() {
-		st.demand, st.rebuilt = r.scaleSetDemand(req.NamespacedName)
+		st.demand, st.rebuilt = r.scaleSetDemand(req.NamespacedName, st.busy)
 	}
 	st.failures = r.Failures.Get(req.NamespacedName)
 	st.desired = desired(pool.Spec, st.floor.MinIdle, st.busy, st.demand.Queued)

@@ -15,13 +15,11 @@ import (
 )
 
 // scaleSetDemand is a scale-set pool's demand: the jobs the service assigned to its
-// scale set and no runner runs yet (statistics.totalAssignedJobs less
-// totalRunningJobs). Desired runners are then busy + waiting + minIdle: the busy ones
-// count themselves, including one whose job just ended and whose pod has yet to exit.
-// Until the session has answered, ok is false and nothing is retired.
-func (r *Reconciler) scaleSetDemand(key types.NamespacedName) (d demand.Demand, ok bool) {
-	waiting, ok := r.ScaleSets.Waiting(key)
-	return demand.Demand{Queued: waiting}, ok
+// scale set (statistics.totalAssignedJobs, waiting and running) less those its busy
+// runners run. Until the session has answered, ok is false and nothing is retired.
+func (r *Reconciler) scaleSetDemand(key types.NamespacedName, busy int) (d demand.Demand, ok bool) {
+	assigned, ok := r.ScaleSets.Assigned(key)
+	return demand.Demand{Queued: max(0, assigned-busy)}, ok
 }
 
 // scaleSetStatus copies the listener's view of the scale set and its session into the

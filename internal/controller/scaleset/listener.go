@@ -41,7 +41,6 @@ type poolListener struct {
 	reason     string // of the ScaleSetSession condition
 	id         int64
 	assigned   int
-	running    int
 	haveStats  bool
 	maxRunners int32
 	minIdle    int32
@@ -258,12 +257,8 @@ func (l *poolListener) recordID(ctx context.Context, ss *scaleset.RunnerScaleSet
 // the long poll; the pool's desired runners follow it (RunnerPool controller).
 func (l *poolListener) HandleDesiredRunnerCount(_ context.Context, count int) (int, error) {
 	l.mu.Lock()
-	running := 0
-	if st := l.status.Statistics; st != nil {
-		running = int(st.RunningJobs) // RecordStatistics ran first, with this answer's
-	}
-	changed := !l.haveStats || l.assigned != count || l.running != running
-	l.assigned, l.running, l.haveStats = count, running, true
+	changed := !l.haveStats || l.assigned != count
+	l.assigned, l.haveStats = count, true
 	desired := max(0, min(count+int(l.minIdle), int(l.maxRunners)))
 	l.mu.Unlock()
 	if changed {
@@ -385,12 +380,10 @@ func (l *poolListener) snapshot() (v1alpha1.ScaleSetStatus, string) {
 	return *l.status.DeepCopy(), l.reason
 }
 
-// waitingJobs is assigned less running, from the service's last answer: the jobs
-// assigned to the scale set that no runner runs yet.
-func (l *poolListener) waitingJobs() (int, bool) {
+func (l *poolListener) assignedJobs() (int, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return max(0, l.assigned-l.running), l.haveStats
+	return l.assigned, l.haveStats
 }
 
 // stop ends the listener and waits until its session is closed.

@@ -21,7 +21,7 @@ import (
 // Runnable that needs leader election: sessions live only in the leader, are opened
 // when it starts leading and closed when it stops (leadership lost, shutdown). The
 // RunnerPool controller tells it which pools exist (Ensure, Remove) and reads back
-// their state (Status, Waiting). Safe for concurrent use; a nil Manager knows no pool.
+// their state (Status, Assigned). Safe for concurrent use; a nil Manager knows no pool.
 type Manager struct {
 	Clients *Clients
 	// Client patches status.scaleSet.id as soon as a scale set is created.
@@ -197,10 +197,10 @@ func (m *Manager) Status(key types.NamespacedName) (st v1alpha1.ScaleSetStatus, 
 	return st, reason, true
 }
 
-// Waiting returns the jobs assigned to the pool's scale set that no runner runs yet:
-// statistics.totalAssignedJobs less totalRunningJobs of the service's last answer. ok is
-// false before the first answer.
-func (m *Manager) Waiting(key types.NamespacedName) (n int, ok bool) {
+// Assigned returns statistics.totalAssignedJobs of the pool's scale set from the
+// service's last answer: jobs assigned to it, waiting or running. ok is false before
+// the first answer.
+func (m *Manager) Assigned(key types.NamespacedName) (n int, ok bool) {
 	if m == nil {
 		return 0, false
 	}
@@ -210,7 +210,7 @@ func (m *Manager) Waiting(key types.NamespacedName) (n int, ok bool) {
 	if l == nil {
 		return 0, false
 	}
-	return l.waitingJobs()
+	return l.assignedJobs()
 }
 
 // ScaleSetID returns the id of the pool's scale set, known to its listener or recorded
