@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -184,19 +185,23 @@ func (w *world) setPodExitedUnlessGone(name string, code int32) {
 }
 
 func (w *world) exitPod(name string, code int32) error {
-	pod := &corev1.Pod{}
-	if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: name}, pod); err != nil {
-		return err
-	}
-	pod.Status.Phase = corev1.PodSucceeded
-	if code != 0 {
-		pod.Status.Phase = corev1.PodFailed
-	}
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
-		Name:  v1alpha1.RunnerContainerName,
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Completed"}},
-	}}
-	return w.c.Status().Update(w.ctx(), pod)
+	// The controller may write the pod meanwhile: read it again and retry, as a kubelet
+	// would.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pod := &corev1.Pod{}
+		if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: name}, pod); err != nil {
+			return err
+		}
+		pod.Status.Phase = corev1.PodSucceeded
+		if code != 0 {
+			pod.Status.Phase = corev1.PodFailed
+		}
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name:  v1alpha1.RunnerContainerName,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Completed"}},
+		}}
+		return w.c.Status().Update(w.ctx(), pod)
+	})
 }
 
 // setPodWaiting writes a kubelet's waiting state for the runner container.
@@ -227,8 +232,9 @@ func (w *world) runJobs(pool string, n int) map[string]bool {
 }
 
 // playRunners plays kubelet and agent for every runner of the pool ("" for every pool)
-// as it appears, until done holds of the completed jobs (check runs at each poll), then
-// lets the pods exit. It returns the runners it started.
+// as it appears — each pod exits when its agent has run its job — until done holds of
+// the completed jobs (check runs at each poll), then lets the remaining pods exit. It
+// returns the runners it started.
 func (w *world) playRunners(pool, what string, done func(completed map[int64]bool) bool, check func()) map[string]bool {
 	w.t.Helper()
 	started := map[string]bool{}
@@ -254,7 +260,7 @@ func (w *world) playRunners(pool, what string, done func(completed map[int64]boo
 				return false, err
 			}
 			wg.Add(1)
-			go func() {
+			go func(name string) {
 				defer wg.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				defer cancel()
@@ -262,8 +268,16 @@ func (w *world) playRunners(pool, what string, done func(completed map[int64]boo
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
+					return
 				}
-			}()
+				// The runner exits after its job, as the real one does; the controller
+				// may have removed the pod already.
+				if err := w.exitPod(name, 0); err != nil && !apierrors.IsNotFound(err) {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("marking pod %s exited: %w", name, err))
+					mu.Unlock()
+				}
+			}(rn.Name)
 		}
 		completed := map[int64]bool{}
 		for _, j := range w.sim.Jobs() {
