@@ -4,6 +4,7 @@ package github
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 )
 
@@ -73,4 +74,14 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 		w.status = http.StatusOK
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// IsActionsServiceRoute reports whether a call count's route id ("METHOD /path", as
+// CallCounts keys them) is the Actions service's (actions_routes.go): its bootstrap,
+// POST /actions/runner-registration, or a route under /_apis/ (scale sets, sessions,
+// the message queue, acquirejobs, agents). Every other route is REST, "unmatched" too:
+// the calls no route matched are counted together, whichever API they were for.
+func IsActionsServiceRoute(id string) bool {
+	_, path, _ := strings.Cut(id, " ")
+	return path == "/actions/runner-registration" || strings.HasPrefix(path, "/_apis/")
 }

@@ -171,7 +171,7 @@ func idleReport(pools, sessions int, from, to idleSnapshot, rssBytes int64) *Idl
 		if n <= 0 {
 			continue
 		}
-		if actionsServiceRoute(route) {
+		if simgithub.IsActionsServiceRoute(route) {
 			r.ActionsServiceCallsByRoute[route] = n
 			service += n
 		} else {

@@ -293,7 +293,7 @@ func TestTwoHundredScaleSetPoolsInOneManager(t *testing.T) {
 	idle := time.Since(idleStart)
 	var service int64
 	for route, c := range w.sim.CallCounts() {
-		if isActionsServiceRoute(route) {
+		if simgithub.IsActionsServiceRoute(route) {
 			service += c.Total
 		} else if c.Total > 0 {
 			t.Logf("REST while idle: %s %d", route, c.Total)
@@ -328,9 +328,4 @@ func TestTwoHundredScaleSetPoolsInOneManager(t *testing.T) {
 	}
 	t.Logf("a burst of %d jobs over %d pools ran and drained in %v with %.1f GitHub calls per job (REST and Actions service, long polls included)",
 		burst, burst, time.Since(burstStart).Round(100*time.Millisecond), float64(calls)/burst)
-}
-
-// isActionsServiceRoute tells the simulator's Actions service routes from REST's.
-func isActionsServiceRoute(route string) bool {
-	return strings.Contains(route, "/_apis/") || strings.Contains(route, "runner-registration")
 }
