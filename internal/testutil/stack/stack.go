@@ -5,9 +5,12 @@
 package stack
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,7 +115,7 @@ func Start(t *testing.T, env *testenv.Env, ns string, o Options) *Stack {
 	t.Cleanup(func() {
 		stop()
 		if err := <-done; err != nil {
-			t.Errorf("manager stopped with an error: %v", err)
+			t.Errorf("manager stopped with an error: %v\n%s", err, GantryGoroutines())
 		}
 	})
 	s.HookURL = "http://" + g.WebhookListener.Addr().String() + "/webhook"
@@ -172,4 +175,22 @@ func ManagerOptions(ns string) manager.Options {
 		SeveralPerProcess:     true,
 		GitHubAllowHTTP:       true,
 	}
+}
+
+// GantryGoroutines returns the stacks of the goroutines running Gantry's code or
+// controller-runtime's: what a manager that does not stop is still waiting for.
+func GantryGoroutines() string {
+	var buf bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
+	var keep []string
+	for _, g := range strings.Split(buf.String(), "\n\n") {
+		for _, pkg := range []string{"gantry/internal/controller", "gantry/internal/manager", "gantry/internal/demand",
+			"gantry/internal/github", "gantry/internal/warm", "controller-runtime/pkg/manager"} {
+			if strings.Contains(g, pkg) {
+				keep = append(keep, g)
+				break
+			}
+		}
+	}
+	return "goroutines still running:\n" + strings.Join(keep, "\n\n")
 }

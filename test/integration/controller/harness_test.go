@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
-	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/manager"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
@@ -151,18 +149,7 @@ func (w *world) getPool(name string) *v1alpha1.RunnerPool {
 // setPodRunning writes what a kubelet writes once the runner container started.
 func (w *world) setPodRunning(name string) {
 	w.t.Helper()
-	pod := &corev1.Pod{}
-	if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: name}, pod); err != nil {
-		w.t.Fatal(err)
-	}
-	now := metav1.Now()
-	pod.Status.Phase = corev1.PodRunning
-	pod.Status.StartTime = &now
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
-		Name: v1alpha1.RunnerContainerName, Ready: true, Image: pod.Spec.Containers[0].Image,
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
-	}}
-	if err := w.c.Status().Update(w.ctx(), pod); err != nil {
+	if err := w.markPodRunning(w.ctx(), name); err != nil {
 		w.t.Fatalf("marking pod %s running: %v", name, err)
 	}
 }
@@ -249,16 +236,21 @@ func (w *world) playRunners(pool, what string, done func(completed map[int64]boo
 			if started[rn.Name] || rn.Status.PodName == "" || rn.Status.GitHubRunnerID == 0 || !rn.DeletionTimestamp.IsZero() {
 				continue
 			}
+			// The pool may retire an idle runner between the list and here: its pod and
+			// Secret are then gone, and there is nothing to play. Another error is tried
+			// again at the next poll.
+			err := w.markPodRunning(w.ctx(), rn.Name)
+			var agent *runnerapi.Client
+			if err == nil {
+				agent, err = w.agentFor(w.ctx(), rn.Name)
+			}
+			if apierrors.IsNotFound(err) {
+				started[rn.Name] = true
+				continue
+			} else if err != nil {
+				return false, fmt.Errorf("starting runner %s: %w", rn.Name, err)
+			}
 			started[rn.Name] = true
-			w.setPodRunning(rn.Name)
-			secret := &corev1.Secret{}
-			if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: rn.Name}, secret); err != nil {
-				return false, err
-			}
-			agent, err := runnerapi.NewClientFromJITConfig(string(secret.Data[runner.JITConfigKey]), nil)
-			if err != nil {
-				return false, err
-			}
 			wg.Add(1)
 			go func(name string) {
 				defer wg.Done()
