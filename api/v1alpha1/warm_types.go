@@ -163,6 +163,17 @@ type PredictiveWarmStatus struct {
 	// +kubebuilder:validation:MaxLength=32
 	ArrivalsPerMinute string `json:"arrivalsPerMinute,omitempty"`
 
+	// hourOfDay is the pool's job arrival rate by hour of the day (UTC), in jobs per
+	// minute as decimal strings, the first for 00:00–01:00: each the weighted mean of
+	// that hour on the days observed, the latest day counting a third; an empty string
+	// for an hour never observed. The prediction uses the higher of the recent rate and
+	// the current hour's (in an hour's last 10 minutes, the next hour's if higher), so a
+	// pool is warm for the morning rise it saw yesterday.
+	// +optional
+	// +kubebuilder:validation:MaxItems=24
+	// +kubebuilder:validation:items:MaxLength=16
+	HourOfDay []string `json:"hourOfDay,omitempty"`
+
 	// startSeconds is the pool's measured runner start time, from the Runner's creation
 	// to its runner container running, exponentially weighted over recent runners, in
 	// seconds as a decimal string.

@@ -234,15 +234,15 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 			return nil, fmt.Errorf("GitHub CA bundle: %w", err)
 		}
 	}
+	observations := &warm.Observations{}
 	scaleSets := &scaleset.Manager{
-		Clients: clients, Client: mgr.GetClient(), Tracker: tracker, Clock: clk, Owner: opts.Identity,
+		Clients: clients, Client: mgr.GetClient(), Tracker: tracker, Warm: observations, Clock: clk, Owner: opts.Identity,
 		Log: ctrl.Log.WithName("scaleset"),
 	}
 	if err := mgr.Add(scaleSets); err != nil {
 		return nil, err
 	}
 
-	observations := &warm.Observations{}
 	if err := (&runnerpool.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GitHub: resolver, Tracker: tracker, Failures: failures,
 		ScaleSets: scaleSets, Events: mgr.GetEventRecorder("gantry-runnerpool"), Clock: clk, FailureThreshold: failures.Threshold,

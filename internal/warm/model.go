@@ -8,8 +8,13 @@ import (
 
 // Inputs are what the prediction is made from.
 type Inputs struct {
-	// ArrivalsPerSecond is the pool's recent job arrival rate.
+	// ArrivalsPerSecond is the rate the prediction uses: the higher of Recent and Past.
 	ArrivalsPerSecond float64
+	// Recent is the pool's recent job arrival rate, Past the rate of the same hour on
+	// past days (History's).
+	Recent, Past float64
+	// History is the pool's rate by hour of the day.
+	History History
 	// Start is the pool's runner start time: a Runner created to its runner container
 	// running. Zero while no runner of the pool has started since it was first seen.
 	Start time.Duration

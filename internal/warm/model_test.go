@@ -94,13 +94,13 @@ func TestObservationsRestore(t *testing.T) {
 	pool := types.NamespacedName{Namespace: "ci", Name: "linux"}
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	var o Observations
-	o.Restore(pool, Inputs{ArrivalsPerSecond: 5, Start: 1200 * time.Millisecond}, t0)
+	o.Restore(pool, Inputs{Recent: 5, Start: 1200 * time.Millisecond}, t0)
 	in, _ := o.Inputs(pool, t0, time.Minute)
 	if math.Abs(in.ArrivalsPerSecond-5) > 0.01 || in.Start != 1200*time.Millisecond {
 		t.Errorf("restored inputs %+v, want 5/s and 1.2s", in)
 	}
 	// A later restore does not overwrite what the running controller learned.
-	o.Restore(pool, Inputs{ArrivalsPerSecond: 50, Start: time.Minute}, t0)
+	o.Restore(pool, Inputs{Recent: 50, Start: time.Minute}, t0)
 	if in, _ := o.Inputs(pool, t0, time.Minute); in.Start != 1200*time.Millisecond {
 		t.Errorf("second restore overwrote the memory: %+v", in)
 	}
@@ -108,5 +108,80 @@ func TestObservationsRestore(t *testing.T) {
 	nilObs.Arrival(pool, t0)
 	if _, ok := nilObs.Inputs(pool, t0, time.Minute); ok {
 		t.Error("a nil Observations has inputs")
+	}
+}
+
+// The same hour of past days: a working morning (09:00–10:00 busy, the rest of the day
+// quiet) is remembered, read the next morning before any job arrives, and from just
+// before 09:00; a partly observed hour does not enter it, and a restored history is
+// carried on.
+func TestObservationsHourOfDay(t *testing.T) {
+	pool := types.NamespacedName{Namespace: "ci", Name: "linux"}
+	day1 := time.Date(2026, 3, 2, 8, 55, 0, 0, time.UTC)
+	var o Observations
+	o.Started(pool, 2*time.Second, day1)
+	// 08:55–09:00: observed 5 minutes only, too little for the history.
+	o.Arrival(pool, day1.Add(time.Minute))
+	// 09:00–10:00: a job every 2 s, 0.5/s.
+	nine := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	for i := 0; i < 1800; i++ {
+		o.Arrival(pool, nine.Add(time.Duration(i)*2*time.Second))
+	}
+	in, _ := o.Inputs(pool, nine.Add(90*time.Minute), time.Minute)
+	if !in.History.Known[9] || math.Abs(in.History.PerSecond[9]-0.5) > 0.001 {
+		t.Errorf("09:00's history after the first day = %v (known %v), want 0.5/s", in.History.PerSecond[9], in.History.Known[9])
+	}
+	if in.History.Known[8] {
+		t.Errorf("08:00 was observed 5 minutes only, yet has a history: %v", in.History.PerSecond[8])
+	}
+	// The next morning at 08:45 nothing has arrived for hours: the recent rate is 0, and
+	// so is the history of 08:00 (not yet known: under way); the hours from 10:00 to
+	// 08:00 were observed quiet. At 08:52 the coming hour's history applies.
+	next := time.Date(2026, 3, 3, 8, 45, 0, 0, time.UTC)
+	in, _ = o.Inputs(pool, next, 10*time.Minute)
+	if in.Recent != 0 || in.ArrivalsPerSecond != 0 || !in.History.Known[10] || !in.History.Known[7] || in.History.PerSecond[7] != 0 {
+		t.Errorf("08:45 the next day: %+v; want no rate, 10:00 to 07:00 known quiet", in)
+	}
+	in, _ = o.Inputs(pool, next.Add(7*time.Minute), 10*time.Minute)
+	if math.Abs(in.ArrivalsPerSecond-0.5) > 0.001 || in.Past != in.ArrivalsPerSecond {
+		t.Errorf("08:52 the next day: rate %.3f (past %.3f), want yesterday's 09:00, 0.5/s", in.ArrivalsPerSecond, in.Past)
+	}
+	if n := IdleFor(in, 0.01); n < 2 {
+		t.Errorf("08:52 the next day: %d idle runners predicted, want the 09:00 traffic's (at least 2)", n)
+	}
+	// A quiet 09:00 that day counts a third: 0.5 → 1/3.
+	in, _ = o.Inputs(pool, next.Add(2*time.Hour), 10*time.Minute)
+	if math.Abs(in.History.PerSecond[9]-1.0/3) > 0.001 {
+		t.Errorf("09:00's history after a quiet second day = %.3f, want 0.333", in.History.PerSecond[9])
+	}
+
+	// A new controller restores the history from the pool's status.
+	var restarted Observations
+	restarted.Restore(pool, Inputs{Start: 2 * time.Second, History: in.History}, next.Add(24*time.Hour-10*time.Minute))
+	if in, _ := restarted.Inputs(pool, next.Add(24*time.Hour-5*time.Minute), 10*time.Minute); in.ArrivalsPerSecond != 0 {
+		t.Errorf("restored at 08:35 on day 3, rate at 08:40 %.3f, want 0 (08:00 is quiet)", in.ArrivalsPerSecond)
+	}
+	in, _ = restarted.Inputs(pool, next.Add(24*time.Hour+7*time.Minute), 10*time.Minute)
+	if math.Abs(in.ArrivalsPerSecond-1.0/3) > 0.001 {
+		t.Errorf("restored on day 3, rate at 08:52 %.3f, want the history of 09:00, 0.333", in.ArrivalsPerSecond)
+	}
+}
+
+func TestHistoryNextChange(t *testing.T) {
+	var h History
+	now := time.Date(2026, 3, 2, 8, 30, 0, 0, time.UTC)
+	if got := h.NextChange(now); !got.IsZero() {
+		t.Errorf("an empty history changes at %s, want never", got)
+	}
+	h.PerSecond[9], h.Known[9] = 0.5, true
+	for at, want := range map[time.Time]time.Time{
+		now:                        time.Date(2026, 3, 2, 8, 50, 0, 0, time.UTC),
+		now.Add(20 * time.Minute):  time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC),
+		now.Add(25 * time.Minute):  time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC),
+		now.Add(-35 * time.Minute): time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC),
+	} {
+		if got := h.NextChange(at); !got.Equal(want) {
+			t.Errorf("NextChange(%s) = %s, want %s", at.Format("15:04"), got.Format("15:04"), want.Format("15:04"))
+		}
 	}
 }

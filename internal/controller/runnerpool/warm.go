@@ -2,6 +2,7 @@ package runnerpool
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,10 +70,12 @@ func (r *Reconciler) computeWarmFloor(pool *v1alpha1.RunnerPool, now time.Time) 
 		if n := min(f.predicted, int(p.MaxIdle)); n > f.MinIdle {
 			f.MinIdle, f.Source, f.Window, f.Closes = n, v1alpha1.WarmSourcePredictive, "", time.Time{}
 		}
+		next := f.inputs.History.NextChange(now) // the history's rate moves with the hour
 		if f.predicted > 0 || f.inputs.ArrivalsPerSecond > 0 {
-			if next := now.Add(predictiveRecheck); f.Next.IsZero() || next.Before(f.Next) {
-				f.Next = next
-			}
+			next = now.Add(predictiveRecheck)
+		}
+		if !next.IsZero() && (f.Next.IsZero() || next.Before(f.Next)) {
+			f.Next = next
 		}
 	}
 	f.capped = f.MinIdle > int(spec.MaxRunners)
@@ -84,7 +87,30 @@ func (r *Reconciler) computeWarmFloor(pool *v1alpha1.RunnerPool, now time.Time) 
 func storedInputs(st *v1alpha1.PredictiveWarmStatus) warm.Inputs {
 	rate, _ := strconv.ParseFloat(st.ArrivalsPerMinute, 64)
 	start, _ := strconv.ParseFloat(st.StartSeconds, 64)
-	return warm.Inputs{ArrivalsPerSecond: rate / 60, Start: time.Duration(start * float64(time.Second))}
+	in := warm.Inputs{Recent: rate / 60, Start: time.Duration(start * float64(time.Second))}
+	for h, v := range st.HourOfDay {
+		if h >= len(in.History.PerSecond) || v == "" {
+			continue
+		}
+		if perMinute, err := strconv.ParseFloat(v, 64); err == nil && perMinute >= 0 {
+			in.History.PerSecond[h], in.History.Known[h] = perMinute/60, true
+		}
+	}
+	return in
+}
+
+// hourOfDay is status.warm.predictive.hourOfDay for h: nil while no hour is known.
+func hourOfDay(h warm.History) []string {
+	if h.Empty() {
+		return nil
+	}
+	out := make([]string, len(h.PerSecond))
+	for i, rate := range h.PerSecond {
+		if h.Known[i] {
+			out[i] = strconv.FormatFloat(rate*60, 'f', 2, 64)
+		}
+	}
+	return out
 }
 
 // predictiveRewrite is how old status.warm.predictive may grow while its figures, as
@@ -109,8 +135,12 @@ func warmStatus(pool *v1alpha1.RunnerPool, f warmFloor, now time.Time) *v1alpha1
 	case v1alpha1.WarmSourceSchedule:
 		st.Message = fmt.Sprintf("window %s is open until %s: %d idle runners kept", f.Window, f.Closes.UTC().Format(time.RFC3339), f.MinIdle)
 	case v1alpha1.WarmSourcePredictive:
-		st.Message = fmt.Sprintf("predicted from %.1f jobs a minute and a %.1fs runner start: %d idle runners kept",
-			f.inputs.ArrivalsPerSecond*60, f.inputs.Start.Seconds(), f.MinIdle)
+		from := "recent"
+		if f.inputs.Past > f.inputs.Recent {
+			from = "the same hour of past days"
+		}
+		st.Message = fmt.Sprintf("predicted from %.1f jobs a minute (%s) and a %.1fs runner start: %d idle runners kept",
+			f.inputs.ArrivalsPerSecond*60, from, f.inputs.Start.Seconds(), f.MinIdle)
 	default:
 		st.Message = fmt.Sprintf("no window open and no prediction above it: minIdle (%d idle runners) applies", f.MinIdle)
 	}
@@ -119,7 +149,8 @@ func warmStatus(pool *v1alpha1.RunnerPool, f warmFloor, now time.Time) *v1alpha1
 	}
 	if p := spec.Warm.Predictive; p != nil && f.observed {
 		ps := &v1alpha1.PredictiveWarmStatus{
-			ArrivalsPerMinute: strconv.FormatFloat(f.inputs.ArrivalsPerSecond*60, 'f', 1, 64),
+			ArrivalsPerMinute: strconv.FormatFloat(f.inputs.Recent*60, 'f', 1, 64),
+			HourOfDay:         hourOfDay(f.inputs.History),
 			StartSeconds:      strconv.FormatFloat(f.inputs.Start.Seconds(), 'f', 2, 64),
 			IdleRunners:       int32(min(f.predicted, int(p.MaxIdle))),
 		}
@@ -127,6 +158,7 @@ func warmStatus(pool *v1alpha1.RunnerPool, f warmFloor, now time.Time) *v1alpha1
 		ps.ObservedAt = &at
 		if prev := pool.Status.Warm; prev != nil && prev.Predictive != nil && prev.Predictive.ObservedAt != nil &&
 			prev.Predictive.ArrivalsPerMinute == ps.ArrivalsPerMinute && prev.Predictive.StartSeconds == ps.StartSeconds &&
+			slices.Equal(prev.Predictive.HourOfDay, ps.HourOfDay) &&
 			prev.Predictive.IdleRunners == ps.IdleRunners && now.Sub(prev.Predictive.ObservedAt.Time) < predictiveRewrite {
 			ps.ObservedAt = prev.Predictive.ObservedAt
 		}

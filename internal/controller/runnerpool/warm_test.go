@@ -19,7 +19,7 @@ func TestComputeWarmFloor(t *testing.T) {
 	broken := v1alpha1.WarmSchedule{Name: "broken", Cron: "0 25 * * *", Duration: metav1.Duration{Duration: time.Hour}, MinIdle: 9}
 	key := types.NamespacedName{Namespace: "ci", Name: "linux"}
 	traffic := &warm.Observations{}
-	traffic.Restore(key, warm.Inputs{ArrivalsPerSecond: 5, Start: 1200 * time.Millisecond}, now)
+	traffic.Restore(key, warm.Inputs{Recent: 5, Start: 1200 * time.Millisecond}, now)
 
 	tests := []struct {
 		name        string
@@ -39,7 +39,7 @@ func TestComputeWarmFloor(t *testing.T) {
 			nil, 4, v1alpha1.WarmSourceSchedule, "warm.schedules[broken]: cron \"0 25 * * *\"", ""},
 		{"the prediction above the window", v1alpha1.RunnerPoolSpec{MinIdle: 1, MaxRunners: 50, Warm: &v1alpha1.WarmSpec{Schedules: []v1alpha1.WarmSchedule{office},
 			Predictive: &v1alpha1.PredictiveWarmSpec{TargetMissPercent: "1", MaxIdle: 20}}},
-			traffic, 13, v1alpha1.WarmSourcePredictive, "", "predicted from 300.0 jobs a minute and a 1.2s runner start: 13 idle runners kept"},
+			traffic, 13, v1alpha1.WarmSourcePredictive, "", "predicted from 300.0 jobs a minute (recent) and a 1.2s runner start: 13 idle runners kept"},
 		{"the prediction within maxIdle", v1alpha1.RunnerPoolSpec{MinIdle: 1, MaxRunners: 50, Warm: &v1alpha1.WarmSpec{
 			Predictive: &v1alpha1.PredictiveWarmSpec{TargetMissPercent: "1", MaxIdle: 5}}},
 			traffic, 5, v1alpha1.WarmSourcePredictive, "", ""},
@@ -86,5 +86,33 @@ func TestComputeWarmFloorNext(t *testing.T) {
 		if got := r.computeWarmFloor(pool, now).Next; !got.Equal(want) {
 			t.Errorf("at %s: next edge %s, want %s", now, got, want)
 		}
+	}
+}
+
+// A restarted controller starts from the history status.warm.predictive kept: the
+// floor asks for the morning's runners before the morning's first job.
+func TestWarmHistoryRoundTripsThroughStatus(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ci", Name: "linux"}
+	var h warm.History
+	h.PerSecond[9], h.Known[9] = 2, true // 120 jobs a minute at 09:00
+	h.Known[8] = true                    // 08:00 observed, quiet
+	before := &warm.Observations{}
+	before.Restore(key, warm.Inputs{Start: 2 * time.Second, History: h}, time.Date(2026, 3, 2, 8, 30, 0, 0, time.UTC))
+	spec := v1alpha1.RunnerPoolSpec{MaxRunners: 50, Warm: &v1alpha1.WarmSpec{Predictive: &v1alpha1.PredictiveWarmSpec{MaxIdle: 40}}}
+	pool := &v1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "linux"}, Spec: spec}
+	now := time.Date(2026, 3, 2, 8, 55, 0, 0, time.UTC)
+	pool.Status.Warm = warmStatus(pool, (&Reconciler{Warm: before}).computeWarmFloor(pool, now), now)
+	stored := pool.Status.Warm.Predictive
+	if stored == nil || len(stored.HourOfDay) != 24 || stored.HourOfDay[9] != "120.00" || stored.HourOfDay[8] != "0.00" || stored.HourOfDay[7] != "" {
+		t.Fatalf("status.warm.predictive = %+v; want hourOfDay with 09:00 120.00, 08:00 0.00, 07:00 unknown", stored)
+	}
+
+	after := &Reconciler{Warm: &warm.Observations{}}
+	f := after.computeWarmFloor(pool, now.Add(time.Minute))
+	if f.Source != v1alpha1.WarmSourcePredictive || f.MinIdle < 8 {
+		t.Errorf("after a restart at 08:56: floor %d from %s; want the 09:00 traffic's (2 jobs/s, 2 s start: at least 8)", f.MinIdle, f.Source)
+	}
+	if msg := warmStatus(pool, f, now.Add(time.Minute)).Message; !strings.Contains(msg, "the same hour of past days") {
+		t.Errorf("message %q does not say the rate comes from past days", msg)
 	}
 }

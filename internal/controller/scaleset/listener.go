@@ -267,9 +267,16 @@ func (l *poolListener) HandleDesiredRunnerCount(_ context.Context, count int) (i
 	return desired, nil
 }
 
-// HandleJobStarted marks the runner busy, as an in_progress webhook would.
+// HandleJobStarted marks the runner busy, as an in_progress webhook would, and counts
+// the job's arrival, at its queue time, for the pool's prediction: the service tells a
+// scale set of a job when it starts, not when it is queued.
 func (l *poolListener) HandleJobStarted(_ context.Context, j *scaleset.JobStarted) error {
 	l.observe(demand.ActionInProgress, j.JobMessageBase, j.RunnerName, j.RunnerID)
+	at := j.QueueTime
+	if at.IsZero() {
+		at = l.m.Clock.Now()
+	}
+	l.m.Warm.Arrival(l.key, at)
 	return nil
 }
 

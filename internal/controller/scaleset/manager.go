@@ -15,6 +15,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/demand"
+	"github.com/gantry-dev/gantry/internal/warm"
 )
 
 // Manager runs the listeners of the scale-set pools. It is a controller-runtime
@@ -27,7 +28,11 @@ type Manager struct {
 	// Client patches status.scaleSet.id as soon as a scale set is created.
 	Client  client.Client
 	Tracker *demand.Tracker
-	Clock   clock.Clock
+	// Warm hears of each job a scale-set pool's runner started, at the job's queue
+	// time: the arrivals spec.warm.predictive sizes the floor from (a webhook pool's
+	// come from the Tracker).
+	Warm  *warm.Observations
+	Clock clock.Clock
 	// Owner names this controller in the sessions it opens (its pod name).
 	Owner string
 	Log   logr.Logger

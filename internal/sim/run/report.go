@@ -28,8 +28,9 @@ import (
 // actions_service_calls_by_endpoint, and left the Actions service's routes out of
 // rest_calls_by_endpoint. Version 5 added pools, sessions and idle, made
 // kube_api.pool_status_writes_per_second a mean over every pool of the scenario, and
-// added idle_runner_seconds_per_job and warm. Version 6 added caches.
-const SchemaVersion = 6
+// added idle_runner_seconds_per_job and warm. Version 6 added caches. Version 7 added
+// warm (pickup and its cost after a warm pool's warm-up).
+const SchemaVersion = 7
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -152,14 +153,17 @@ type Report struct {
 	CPUSeconds                 map[string]float64 `json:"cpu_seconds_by_process"`
 	Faults                     *FaultsReport      `json:"faults,omitempty"`
 	Caches                     *CacheReport       `json:"caches,omitempty"`
-	Trace                      *TraceReport       `json:"trace,omitempty"`
-	Floor                      *Floor             `json:"floor,omitempty"`
-	Host                       Host               `json:"host"`
-	WallSeconds                float64            `json:"wall_seconds"`
-	Samples                    []Sample           `json:"samples"`
-	Jobs                       []JobTimes         `json:"jobs,omitempty"`
-	AgentErrors                []string           `json:"agent_errors,omitempty"`
-	ScenarioParameters         Scenario           `json:"scenario_parameters"`
+	// Warm: pickup and its cost after a predictive pool's warm-up (spec.warm, steady
+	// arrivals only).
+	Warm               *WarmReport  `json:"warm,omitempty"`
+	Trace              *TraceReport `json:"trace,omitempty"`
+	Floor              *Floor       `json:"floor,omitempty"`
+	Host               Host         `json:"host"`
+	WallSeconds        float64      `json:"wall_seconds"`
+	Samples            []Sample     `json:"samples"`
+	Jobs               []JobTimes   `json:"jobs,omitempty"`
+	AgentErrors        []string     `json:"agent_errors,omitempty"`
+	ScenarioParameters Scenario     `json:"scenario_parameters"`
 }
 
 // Clean reports whether the run ended as it should: every job finished and none was
@@ -212,6 +216,7 @@ func buildReport(sc Scenario, in reportInputs) *Report {
 	r.PickupSeconds, r.ReactionSeconds = quantiles(pickups), quantiles(reactions)
 	r.Jobs = jobTimes(in.jobs, in.events, start)
 	r.RunnersCreated, r.IdleRunnerSeconds = runnerUse(in.events)
+	r.Warm = warmReport(sc, in.jobs, in.events, start)
 	if r.JobsTotal > 0 {
 		r.IdleRunnerSecondsPerJob = round2(r.IdleRunnerSeconds / float64(r.JobsTotal))
 	}
@@ -326,22 +331,12 @@ func poolReactions(jobs []simgithub.Job, runnersSeen []time.Time, start time.Tim
 // runnerUse counts the runner pods created and the seconds runner processes ran
 // without a job.
 func runnerUse(events []agent.Event) (created int, idleSeconds float64) {
-	running := map[string]time.Time{}
-	idle := 0.0
 	for _, e := range events {
-		switch e.Kind {
-		case agent.EventCreated:
+		if e.Kind == agent.EventCreated {
 			created++
-		case agent.EventRunning:
-			running[e.Pod] = e.At
-		case agent.EventJobStarted, agent.EventExited, agent.EventKilled:
-			if at, ok := running[e.Pod]; ok {
-				idle += e.At.Sub(at).Seconds()
-				delete(running, e.Pod)
-			}
 		}
 	}
-	return created, round1(idle)
+	return created, round1(idleRunnerSeconds(events, time.Time{}))
 }
 
 // countKills records the runner processes that died mid-job and counts, as busy

@@ -22,6 +22,10 @@ func (r *Report) Summary() string {
 	}
 	fmt.Fprintf(&b, "  pickup   p50 %.2fs  p95 %.2fs  p99 %.2fs  max %.2fs  at a cost of %.2f idle runner-seconds per job\n",
 		r.PickupSeconds.P50, r.PickupSeconds.P95, r.PickupSeconds.P99, r.PickupSeconds.Max, r.IdleRunnerSecondsPerJob)
+	if w := r.Warm; w != nil {
+		fmt.Fprintf(&b, "  after the first %.0fs (the prediction's warm-up), %d jobs: pickup p50 %.2fs  p95 %.2fs  p99 %.2fs  max %.2fs  at a cost of %.2f idle runner-seconds per job\n",
+			w.WarmUpSeconds, w.Jobs, w.PickupSeconds.P50, w.PickupSeconds.P95, w.PickupSeconds.P99, w.PickupSeconds.Max, w.IdleRunnerSecondsPerJob)
+	}
 	fmt.Fprintf(&b, "  reaction p50 %.2fs  p95 %.2fs  p99 %.2fs  max %.2fs  (job → runner pod; job → Runner object: p50 %.2fs p99 %.2fs)\n",
 		r.ReactionSeconds.P50, r.ReactionSeconds.P95, r.ReactionSeconds.P99, r.ReactionSeconds.Max, r.PoolReaction.P50, r.PoolReaction.P99)
 	fmt.Fprintf(&b, "  runners created %d, idle runner-seconds %.0f, drain %.1fs, busy runners killed %d\n", r.RunnersCreated, r.IdleRunnerSeconds, r.DrainSeconds, r.BusyRunnersKilled)
