@@ -185,3 +185,31 @@ func TestHistoryNextChange(t *testing.T) {
 		}
 	}
 }
+
+// Today's traffic ends before yesterday's did: the quiet after this hour's last job
+// bounds the hour's past rate, as it bounds the recent one; the next hour's, read
+// ahead, is not bounded.
+func TestObservationsHistoryYieldsToTodaysQuiet(t *testing.T) {
+	pool := types.NamespacedName{Namespace: "ci", Name: "linux"}
+	var h History
+	h.PerSecond[9], h.Known[9] = 0.5, true
+	h.PerSecond[10], h.Known[10] = 0.5, true
+	nine := time.Date(2026, 3, 3, 9, 0, 0, 0, time.UTC)
+	var o Observations
+	o.Restore(pool, Inputs{Start: 2 * time.Second, History: h}, nine)
+	if in, _ := o.Inputs(pool, nine.Add(5*time.Minute), time.Hour); in.Past != 0.5 {
+		t.Errorf("09:05, no job yet today: past rate %.3f, want the history's 0.5", in.Past)
+	}
+	for i := 0; i < 60; i++ {
+		o.Arrival(pool, nine.Add(5*time.Minute+time.Duration(i)*2*time.Second))
+	}
+	last := nine.Add(5*time.Minute + 118*time.Second)
+	in, _ := o.Inputs(pool, last.Add(100*time.Second), time.Hour)
+	if math.Abs(in.Past-0.05) > 0.001 {
+		t.Errorf("100 s after this hour's last job: past rate %.3f, want 5/100 = 0.05", in.Past)
+	}
+	// 09:52: 10:00's history is read ahead, whatever the quiet.
+	if in, _ := o.Inputs(pool, nine.Add(52*time.Minute), time.Hour); in.Past != 0.5 {
+		t.Errorf("09:52: past rate %.3f, want 10:00's 0.5 read ahead", in.Past)
+	}
+}

@@ -57,15 +57,14 @@ func (h History) Empty() bool {
 	return true
 }
 
-// at is the history's rate for time t: the highest of t's hour and, within
-// historyLookahead of the next hour, the next hour's.
-func (h History) at(t time.Time) float64 {
+// at is the history's rate for time t's hour and, within historyLookahead of the next
+// hour, the next hour's (0 before).
+func (h History) at(t time.Time) (hour, next float64) {
 	t = t.UTC()
-	rate := h.PerSecond[t.Hour()]
-	if next := t.Add(historyLookahead).Hour(); next != t.Hour() {
-		rate = max(rate, h.PerSecond[next])
+	if n := t.Add(historyLookahead).Hour(); n != t.Hour() {
+		next = h.PerSecond[n]
 	}
-	return rate
+	return h.PerSecond[t.Hour()], next
 }
 
 // NextChange is the first time after now at which the history's rate for the time
@@ -211,8 +210,9 @@ func (o *Observations) Inputs(pool types.NamespacedName, now time.Time, cooldown
 	age := max(now.Sub(p.since), minRateAge)
 	seen := 1 - math.Exp(-age.Seconds()/RateWindow.Seconds())
 	rate := decay(p.rate, p.at, now) / seen
+	var gap time.Duration
 	if !p.last.IsZero() {
-		gap := now.Sub(p.last)
+		gap = now.Sub(p.last)
 		if gap >= cooldown {
 			rate = 0
 		} else if gap > 0 {
@@ -223,7 +223,14 @@ func (o *Observations) Inputs(pool types.NamespacedName, now time.Time, cooldown
 	if p.starts > 0 {
 		start = max(start, minStart)
 	}
-	past := p.history.at(now)
+	hour, next := p.history.at(now)
+	if p.count > 0 && gap > 0 {
+		// Jobs came this hour, then none for gap: the quiet bounds this hour's past rate
+		// as it bounds the recent one, so a pool cools down when today's traffic ends
+		// before yesterday's did. The next hour's, read ahead, is not bounded.
+		hour = min(hour, quietBound/gap.Seconds())
+	}
+	past := max(hour, next)
 	return Inputs{ArrivalsPerSecond: max(rate, past), Recent: rate, Past: past, Start: start, History: p.history}, true
 }
 

@@ -13,8 +13,9 @@ import (
 // schedule, the jobs — waits for the jobs and for the pools to drain, takes what the
 // report needs of the world, and stops the controller, so that nothing after it (the
 // floor) is counted as Gantry's. Before the workload it waits for every pool's
-// scale-set session (Scenario.waitsForSessions) and holds the idle window
-// (Scenario.Idle); neither counts in the workload's figures.
+// scale-set session (Scenario.waitsForSessions) and for the idle runners a warm
+// history asks for (Scenario.WarmHistory), and holds the idle window (Scenario.Idle);
+// none counts in the workload's figures.
 func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.Writer) (reportInputs, error) {
 	var sessions *Sessions
 	var idle *IdleReport
@@ -22,6 +23,9 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 	if sc.waitsForSessions() {
 		s := waitSessions(ctx, w.sim, names, sessionsWait, out)
 		sessions = &s
+	}
+	if sc.WarmHistory != nil {
+		waitWarm(ctx, w.cl.Client, names, warmHistoryWait, out)
 	}
 	if sc.Idle > 0 {
 		probe := idleProbe{sim: w.sim, pid: w.ctrl.pid, metricsURL: w.ctrl.metricsURL}
@@ -77,6 +81,13 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 	if w.ctrl.pid() == 0 {
 		// The run ended while a fault had the controller down: it drains the pool.
 		if _, err := w.ctrl.Start(ctx); err != nil {
+			return reportInputs{}, err
+		}
+	}
+	if sc.WarmHistory != nil {
+		// The history keeps the pool warm to the end of the hour: report-only from here,
+		// so that it drains.
+		if err := stopWarm(ctx, w.cl.Client, names); err != nil {
 			return reportInputs{}, err
 		}
 	}

@@ -63,6 +63,11 @@ type Scenario struct {
 	Mode       v1alpha1.RegistrationMode `json:"registration_mode,omitempty"`
 	// Warm is the pool's spec.warm: schedules and the prediction (none by default).
 	Warm *v1alpha1.WarmSpec `json:"warm,omitempty"`
+	// WarmHistory, with Warm.Predictive, is what the pool's status says it saw on past
+	// days before the run: jobs a minute at the run's hour (hourOfDay; every other hour
+	// quiet) and its runner start time. The run waits for the pool to hold the idle runners that
+	// history asks for before its workload (seedWarmHistory).
+	WarmHistory *WarmHistory `json:"warm_history,omitempty"`
 	// DemandSource is the pool's spec.demand.source: Webhook (the default) or
 	// ScaleSet, a runner scale set named after the pool (WithDemandSource).
 	DemandSource v1alpha1.DemandSource `json:"demand_source,omitempty"`
@@ -195,12 +200,22 @@ var Scenarios = withScaleSetVariants(map[string]Scenario{
 		Rate: 5, Steady: time.Minute, JobDuration: 20 * time.Second, MaxRunners: 300, Nodes: 10,
 		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
 	},
+	"steady-warm-history": {
+		// steady-warm on a pool that saw the same traffic at this hour yesterday: its
+		// status carries that history, as a controller that ran then wrote it.
+		Name: "steady-warm-history", Description: "steady-warm on a pool whose status has the same hour of a past day: 300 jobs a minute, a 1.2 s runner start",
+		Rate: 5, Steady: time.Minute, JobDuration: 20 * time.Second, MaxRunners: 300, Nodes: 10,
+		Warm: &v1alpha1.WarmSpec{Predictive: &v1alpha1.PredictiveWarmSpec{TargetMissPercent: "0.5", MaxIdle: 40,
+			Cooldown: &metav1.Duration{Duration: time.Minute}}},
+		WarmHistory:   &WarmHistory{JobsPerMinute: 300, Start: 1200 * time.Millisecond},
+		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
+	},
 	"steady-warm": {
 		// The steady workload on a predictive pool: its idle runners are sized from the
 		// arrival rate and start time it measures, for at most 1 % of jobs waiting.
-		Name: "steady-warm", Description: "steady (Poisson arrivals, 5 jobs/s for a minute, 20 s jobs) on a predictive pool: spec.warm.predictive targetMissPercent 1, maxIdle 40, cooldown 1m",
+		Name: "steady-warm", Description: "steady (Poisson arrivals, 5 jobs/s for a minute, 20 s jobs) on a predictive pool: spec.warm.predictive targetMissPercent 0.5, maxIdle 40, cooldown 1m",
 		Rate: 5, Steady: time.Minute, JobDuration: 20 * time.Second, MaxRunners: 300, Nodes: 10,
-		Warm: &v1alpha1.WarmSpec{Predictive: &v1alpha1.PredictiveWarmSpec{TargetMissPercent: "1", MaxIdle: 40,
+		Warm: &v1alpha1.WarmSpec{Predictive: &v1alpha1.PredictiveWarmSpec{TargetMissPercent: "0.5", MaxIdle: 40,
 			Cooldown: &metav1.Duration{Duration: time.Minute}}},
 		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
 	},
@@ -331,6 +346,9 @@ func TraceScenario(tr trace.Trace, file string, speed float64) Scenario {
 // Validate checks what a run needs of a scenario.
 func (s Scenario) Validate() error {
 	var errs []error
+	if h := s.WarmHistory; h != nil && (s.Warm == nil || s.Warm.Predictive == nil || h.JobsPerMinute <= 0 || h.Start <= 0) {
+		errs = append(errs, errors.New("warm_history needs a predictive warm spec, jobs_per_minute above 0 and a start time"))
+	}
 	if s.Trace == nil && s.Burst <= 0 && (s.Rate <= 0 || s.Steady <= 0) && s.Idle <= 0 {
 		errs = append(errs, errors.New("the scenario queues no jobs and measures no idle window: set burst, rate and steady, a trace, or idle"))
 	}

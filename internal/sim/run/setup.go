@@ -98,6 +98,11 @@ func startWorld(ctx context.Context, sc Scenario, opts Options) (_ *world, err e
 	if len(w.pools) > 1 {
 		say("%d RunnerPools %s … %s created", len(w.pools), w.pools[0].Name, w.pools[len(w.pools)-1].Name)
 	}
+	if h := sc.WarmHistory; h != nil {
+		if err := seedWarmHistory(ctx, w.cl.Client, sc.poolNames(), *h, time.Now()); err != nil {
+			return nil, err
+		}
+	}
 	w.ctrl, err = newController(opts, sc, w.cl.AuditedKubeconfig, webhookAddr, ports[1], ports[2])
 	if err != nil {
 		return nil, err

@@ -1,10 +1,17 @@
 package run
 
 import (
+	"bytes"
+	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/manager"
 	"github.com/gantry-dev/gantry/internal/sim/agent"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 )
@@ -41,5 +48,55 @@ func TestWarmReportLeavesOutTheWarmUp(t *testing.T) {
 	}
 	if warmReport(Scenario{Steady: 50 * time.Second}, jobs, events, start) != nil {
 		t.Error("a warm report for a pool without spec.warm")
+	}
+}
+
+// steady-warm-history's pool starts with its past day in status, waits for the idle
+// runners it asks for, and is turned report-only once its jobs are done.
+func TestWarmHistorySeedsTheStatusAndStopsTheWarmPool(t *testing.T) {
+	sc := Scenarios["steady-warm-history"]
+	if err := sc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	pool := newPool(sc, "http://sim", "linux")
+	c := fake.NewClientBuilder().WithScheme(manager.Scheme()).WithObjects(pool).WithStatusSubresource(pool).Build()
+	ctx := context.Background()
+	now := time.Date(2026, 3, 2, 14, 30, 0, 0, time.UTC)
+	if err := seedWarmHistory(ctx, c, []string{"linux"}, *sc.WarmHistory, now); err != nil {
+		t.Fatal(err)
+	}
+	got := &v1alpha1.RunnerPool{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pool), got); err != nil {
+		t.Fatal(err)
+	}
+	p := got.Status.Warm.Predictive
+	if p == nil || len(p.HourOfDay) != 24 || p.HourOfDay[14] != "300.00" || p.HourOfDay[15] != "0.00" || p.StartSeconds != "1.20" {
+		t.Fatalf("seeded status.warm.predictive = %+v; want 300.00 at 14:00, 0.00 elsewhere, start 1.20", p)
+	}
+
+	// Not warm yet: the wait ends at its timeout.
+	var out bytes.Buffer
+	waitWarm(ctx, c, []string{"linux"}, time.Second, &out)
+	if !strings.Contains(out.String(), "not all idle") {
+		t.Errorf("wait with no idle runner said %q", out.String())
+	}
+	got.Status.Warm.MinIdle, got.Status.IdleRunners = 13, 13
+	if err := c.Status().Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	waitWarm(ctx, c, []string{"linux"}, time.Second, &out)
+	if !strings.Contains(out.String(), "asks for 13 idle runners: all idle") {
+		t.Errorf("wait with 13 of 13 idle said %q", out.String())
+	}
+
+	if err := stopWarm(ctx, c, []string{"linux"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pool), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Warm.Predictive.MaxIdle != 0 {
+		t.Errorf("maxIdle after stopWarm = %d, want 0", got.Spec.Warm.Predictive.MaxIdle)
 	}
 }
