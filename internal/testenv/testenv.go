@@ -1,5 +1,6 @@
 // Package testenv runs Gantry's integration tests against a real kube-apiserver and
-// etcd through controller-runtime's envtest, with Gantry's CRDs installed.
+// etcd through controller-runtime's envtest, with Gantry's CRDs installed and
+// kube-controller-manager's garbage collector running, as in a real cluster.
 //
 // A package starts the control plane once in TestMain:
 //
@@ -51,6 +52,7 @@ type Env struct {
 	AssetsDir string
 
 	env *envtest.Environment
+	gc  *GarbageCollector
 }
 
 // Main starts the control plane, runs the package's tests, stops the control plane and
@@ -72,7 +74,8 @@ func Main(m *testing.M, env **Env) {
 	os.Exit(code)
 }
 
-// Start starts etcd and kube-apiserver and installs the CRDs from config/crd/bases.
+// Start starts etcd and kube-apiserver, installs the CRDs from config/crd/bases, and
+// starts the garbage collector.
 func Start() (*Env, error) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -108,11 +111,19 @@ func Start() (*Env, error) {
 		_ = te.Stop()
 		return nil, fmt.Errorf("creating a client: %w", err)
 	}
-	return &Env{Config: cfg, Client: c, Scheme: scheme, AssetsDir: assets, env: te}, nil
+	gc, err := StartGarbageCollector(te, assets)
+	if err != nil {
+		_ = te.Stop()
+		return nil, err
+	}
+	return &Env{Config: cfg, Client: c, Scheme: scheme, AssetsDir: assets, env: te, gc: gc}, nil
 }
 
-// Stop stops the control plane.
-func (e *Env) Stop() error { return e.env.Stop() }
+// Stop stops the garbage collector and the control plane.
+func (e *Env) Stop() error {
+	e.gc.Stop()
+	return e.env.Stop()
+}
 
 var nsCounter atomic.Int64
 
@@ -164,8 +175,9 @@ func CreateDefaultServiceAccount(ctx context.Context, c client.Client, ns string
 	return nil
 }
 
-// AssetsDir returns the directory holding etcd and kube-apiserver: KUBEBUILDER_ASSETS
-// when set, otherwise the cache directory that hack/k8s-bins.sh builds into.
+// AssetsDir returns the directory holding etcd, kube-apiserver and
+// kube-controller-manager: KUBEBUILDER_ASSETS when set, otherwise the cache directory
+// that hack/k8s-bins.sh builds into.
 func AssetsDir(root string) (string, error) {
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
 	if dir == "" {
@@ -178,7 +190,7 @@ func AssetsDir(root string) (string, error) {
 		dir = strings.TrimSpace(string(out))
 	}
 	var missing []string
-	for _, b := range []string{"etcd", "kube-apiserver"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
 		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.Mode()&0o111 == 0 {
 			missing = append(missing, b)
 		}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 func TestAssetsDirNamesTheBuildCommandWhenBinariesAreMissing(t *testing.T) {
@@ -20,7 +21,7 @@ func TestAssetsDirNamesTheBuildCommandWhenBinariesAreMissing(t *testing.T) {
 	if err == nil {
 		t.Fatal("AssetsDir succeeded on an empty directory")
 	}
-	for _, want := range []string{"make k8s-bins", "etcd", "kube-apiserver", empty} {
+	for _, want := range []string{"make k8s-bins", "etcd", "kube-apiserver", "kube-controller-manager", empty} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
@@ -29,7 +30,7 @@ func TestAssetsDirNamesTheBuildCommandWhenBinariesAreMissing(t *testing.T) {
 
 func TestAssetsDirAcceptsExecutables(t *testing.T) {
 	dir := t.TempDir()
-	for _, b := range []string{"etcd", "kube-apiserver"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
 		if err := os.WriteFile(filepath.Join(dir, b), []byte("#!/bin/sh\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -100,5 +101,44 @@ func TestPodsAreAdmittedWithTheirServiceAccount(t *testing.T) {
 	err = e.Client.Create(ctx, pod(bare))
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "serviceaccount") {
 		t.Errorf("creating a pod in a namespace with no default ServiceAccount: got %v, want it refused by ServiceAccount admission", err)
+	}
+}
+
+// The garbage collector runs, as in a real cluster: a Secret owned by a ConfigMap goes
+// when the ConfigMap does.
+func TestDependentsGoWithTheirOwner(t *testing.T) {
+	e, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns := e.Namespace(t)
+	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}}
+	if err := e.Client.Create(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	dependent := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dependent",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID}}}}
+	if err := e.Client.Create(ctx, dependent); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Client.Delete(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		err := e.Client.Get(ctx, client.ObjectKeyFromObject(dependent), &corev1.Secret{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the dependent Secret is still there a minute after its owner was deleted (last error: %v)", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -31,6 +31,7 @@ const managerRole = "gantry-manager"
 // binary, and a work directory for kubeconfigs and logs.
 type controlPlane struct {
 	te       *envtest.Environment
+	gc       *testenv.GarbageCollector
 	cfg      *rest.Config
 	c        client.Client
 	kube     kubernetes.Interface
@@ -107,6 +108,10 @@ func startControlPlane() (*controlPlane, error) {
 	if p.cfg, err = p.te.Start(); err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
 	}
+	if p.gc, err = testenv.StartGarbageCollector(p.te, assets); err != nil {
+		_ = p.te.Stop()
+		return nil, err
+	}
 	p.cfg.QPS, p.cfg.Burst = 500, 1000
 	if p.c, err = client.New(p.cfg, client.Options{Scheme: manager.Scheme()}); err != nil {
 		_ = p.te.Stop()
@@ -134,6 +139,7 @@ func startControlPlane() (*controlPlane, error) {
 // stop stops the control plane; the work directory (logs, audit log) is kept when a
 // test failed, to be read.
 func (p *controlPlane) stop(passed bool) error {
+	p.gc.Stop()
 	err := p.te.Stop()
 	if passed && os.Getenv("GANTRY_RELIABILITY_KEEP") == "" {
 		_ = os.RemoveAll(p.dir)

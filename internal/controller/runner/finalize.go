@@ -22,24 +22,32 @@ import (
 
 // finalize removes a deleted Runner from GitHub and the cluster. Contract: a runner
 // GitHub says is busy (422) is kept, pod and all, and checked again later — a scale-down
-// never kills a job. A Succeeded runner (it ran its job, or its container exited 0)
-// removed itself from GitHub (ephemeral), so no call is made for it. A registration already gone (404) is done.
-// Then the pod and the Secret are deleted, and the cache volumes the runner held released
-// once the pod is gone; a pod stuck terminating on a lost node is
-// force-deleted after nodeLostTimeout (removePod), and the finalizer removed once the
-// pod is gone. An idle or pending runner shows phase Deleting meanwhile.
+// never kills a job. A Succeeded runner, or one whose pod exited 0 (it ran its job),
+// removed itself from GitHub (ephemeral), so no call is made for it. A registration
+// already gone (404) is done. A runner whose pod exited 0 and that holds no cache
+// volume leaves its pod and Secret to the garbage collector (they are the Runner's);
+// otherwise the pod and the Secret are deleted, and the cache volumes the runner held
+// released once the pod is gone; a pod stuck terminating on a lost node is force-deleted
+// after nodeLostTimeout (removePod), and the finalizer removed once the pod is gone. An
+// idle or pending runner whose pod has not exited shows phase Deleting meanwhile.
 func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (reconcile.Result, error) {
 	if !controllerutil.ContainsFinalizer(runner, v1alpha1.Finalizer) {
 		return reconcile.Result{}, nil
 	}
 	logger := log.FromContext(ctx)
-	if err := r.markDeleting(ctx, runner); err != nil {
+	exited, err := r.podExited(ctx, runner)
+	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if !exited {
+		if err := r.markDeleting(ctx, runner); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	// Succeeded means the runner ran its job, or its container exited 0: an ephemeral
 	// runner exits 0 only after its one job (or once removed from GitHub), and removes
 	// itself from GitHub as it does — even when the job's in_progress word was missed.
-	selfRemoved := runner.Status.Phase == v1alpha1.RunnerSucceeded
+	selfRemoved := runner.Status.Phase == v1alpha1.RunnerSucceeded || exited
 	registered := runner.Status.GitHubRunnerID != 0 || runner.Status.RegisteredAt != nil
 	if registered && !selfRemoved {
 		res, err := r.unregister(ctx, runner)
@@ -48,16 +56,22 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 		}
 	}
 
-	if left, err := r.removePod(ctx, runner); err != nil || left > 0 {
-		return reconcile.Result{RequeueAfter: left}, err
-	}
-	// The pod is gone: nothing mounts the runner's cache volumes any more.
-	if err := r.releaseCaches(ctx, runner); err != nil {
-		return reconcile.Result{}, err
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: runner.Namespace, Name: runner.Name}}
-	if err := r.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
-		return reconcile.Result{}, fmt.Errorf("deleting runner secret: %w", err)
+	if exited && len(runner.Status.Caches) == 0 {
+		// The pod has exited and holds nothing: it and the Secret are the Runner's
+		// (owner references), and the garbage collector deletes them once it is gone.
+		logger.V(1).Info("Runner exited; its pod and Secret go with it")
+	} else {
+		if left, err := r.removePod(ctx, runner); err != nil || left > 0 {
+			return reconcile.Result{RequeueAfter: left}, err
+		}
+		// The pod is gone: nothing mounts the runner's cache volumes any more.
+		if err := r.releaseCaches(ctx, runner); err != nil {
+			return reconcile.Result{}, err
+		}
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: runner.Namespace, Name: runner.Name}}
+		if err := r.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("deleting runner secret: %w", err)
+		}
 	}
 	r.Tracker.ForgetRunner(runner.Name)
 	logger.V(1).Info("Runner removed")
@@ -175,6 +189,20 @@ func (r *Reconciler) removePod(ctx context.Context, runner *v1alpha1.Runner) (ti
 		return min(max(left, time.Second), podGoneRecheck), err
 	}
 	return 0, nil
+}
+
+// podExited reports whether the runner's own pod is there and exited 0, not being
+// deleted.
+func (r *Reconciler) podExited(ctx context.Context, runner *v1alpha1.Runner) (bool, error) {
+	pod := &corev1.Pod{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: runner.Namespace, Name: runner.Name}, pod)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading runner pod: %w", err)
+	}
+	return metav1.IsControlledBy(pod, runner) && pod.DeletionTimestamp.IsZero() && pod.Status.Phase == corev1.PodSucceeded, nil
 }
 
 // podGoneRecheck is how often a finalizing runner looks again at a pod still terminating.

@@ -57,8 +57,7 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (reconcile.Result, b
 	}
 	switch pod.Status.Phase {
 	case corev1.PodSucceeded:
-		s.runner.Status.Phase = v1alpha1.RunnerSucceeded
-		return r.complete(ctx, s)
+		return r.completeExited(ctx, s)
 	case corev1.PodFailed:
 		if isEvicted(pod) {
 			return r.failEvicted(ctx, s)
@@ -163,6 +162,20 @@ func (r *Reconciler) complete(ctx context.Context, s *scope) (reconcile.Result, 
 	if err := r.patchStatus(ctx, s); err != nil {
 		return reconcile.Result{}, false, err
 	}
+	s.before = s.runner.DeepCopy()
+	return reconcile.Result{}, false, r.deleteRunner(ctx, s.runner)
+}
+
+// completeExited removes a runner whose container exited 0: an ephemeral runner exits
+// 0 after its one job (or once removed from GitHub), having removed itself from
+// GitHub. The Runner is deleted with no status write: finalize reads the exited pod,
+// and a runner that holds no cache volume leaves its pod and Secret to the garbage
+// collector.
+func (r *Reconciler) completeExited(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
+	if s.runner.Status.Job != nil || s.runner.Status.Phase == v1alpha1.RunnerBusy {
+		r.Failures.RecordSuccess(s.poolKey())
+	}
+	log.FromContext(ctx).V(1).Info("Runner exited; removing it")
 	s.before = s.runner.DeepCopy()
 	return reconcile.Result{}, false, r.deleteRunner(ctx, s.runner)
 }

@@ -229,14 +229,17 @@ func waitJobs(ctx context.Context, sim jobLister, skip, n int, deadline time.Tim
 	}
 }
 
-// waitDrained waits until no Runner is left in the cluster nor on GitHub: watched,
-// then confirmed by a List.
+// waitDrained waits until no Runner is left in the cluster nor on GitHub — watched,
+// then confirmed by a List — and no pod or Secret of Gantry's: a finished runner's
+// go with it through the garbage collector.
 func waitDrained(ctx context.Context, c client.Client, runners *runnerWatch, sim *simgithub.Sim, deadline time.Time) bool {
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if len(runners.runners()) == 0 && len(sim.Runners()) == 0 {
 			var rs v1alpha1.RunnerList
 			if err := c.List(ctx, &rs, client.InNamespace(namespace)); err == nil && len(rs.Items) == 0 {
-				return true
+				if lo := leftovers(ctx, c, sim); lo.Pods == 0 && lo.Secrets == 0 {
+					return true
+				}
 			}
 		}
 		time.Sleep(250 * time.Millisecond)
