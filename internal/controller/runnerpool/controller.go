@@ -159,13 +159,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if res.RequeueAfter == 0 || res.RequeueAfter > wait {
 			res.RequeueAfter = wait
 		}
-	} else {
+	} else if !equality.Semantic.DeepEqual(before.Status, pool.Status) {
+		// An unchanged status is not sent: an empty patch still costs the API server a
+		// request, once for every runner that moves.
 		if err := r.Client.Status().Patch(ctx, pool, client.MergeFrom(before)); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
-		if !equality.Semantic.DeepEqual(before.Status, pool.Status) {
-			r.statusWrites.wrote(req.NamespacedName, r.Clock.Now())
-		}
+		r.statusWrites.wrote(req.NamespacedName, r.Clock.Now())
 		// Events follow the stored status: whoever reads a Recovered event and then the
 		// pool sees it Ready, and a failed patch does not announce a change twice.
 		r.recordEvents(before, pool)

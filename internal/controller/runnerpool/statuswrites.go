@@ -27,7 +27,7 @@ type statusWrites struct {
 // defer reports how long the write of after's status should wait, or 0 to write now.
 func (w *statusWrites) wait(key types.NamespacedName, before, after *v1alpha1.RunnerPool, now time.Time) time.Duration {
 	if equality.Semantic.DeepEqual(before.Status, after.Status) {
-		return 0 // nothing to write: the patch is empty and costs no write
+		return 0 // nothing to write: the caller sends no patch
 	}
 	if !onlyCountsChanged(&before.Status, &after.Status) {
 		return 0
