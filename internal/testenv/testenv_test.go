@@ -59,17 +59,7 @@ func TestRepoRootFindsTheModule(t *testing.T) {
 // plugin gives a pod its namespace's default ServiceAccount and mounts its token, and
 // refuses a pod whose ServiceAccount does not exist.
 func TestPodsAreAdmittedWithTheirServiceAccount(t *testing.T) {
-	e, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := e.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := startForTest(t)
 	pod := func(ns string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
@@ -98,7 +88,7 @@ func TestPodsAreAdmittedWithTheirServiceAccount(t *testing.T) {
 	if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bare}}); err != nil {
 		t.Fatal(err)
 	}
-	err = e.Client.Create(ctx, pod(bare))
+	err := e.Client.Create(ctx, pod(bare))
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "serviceaccount") {
 		t.Errorf("creating a pod in a namespace with no default ServiceAccount: got %v, want it refused by ServiceAccount admission", err)
 	}
@@ -107,17 +97,7 @@ func TestPodsAreAdmittedWithTheirServiceAccount(t *testing.T) {
 // The garbage collector runs, as in a real cluster: a Secret owned by a ConfigMap goes
 // when the ConfigMap does.
 func TestDependentsGoWithTheirOwner(t *testing.T) {
-	e, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := e.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	e, ctx := startForTest(t)
 	ns := e.Namespace(t)
 	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}}
 	if err := e.Client.Create(ctx, owner); err != nil {
@@ -141,4 +121,22 @@ func TestDependentsGoWithTheirOwner(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// startForTest starts a control plane for one test, stopped when it ends, and a
+// context of a minute for its calls.
+func startForTest(t *testing.T) (*Env, context.Context) {
+	t.Helper()
+	e, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return e, ctx
 }
