@@ -57,6 +57,12 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (reconcile.Result, b
 	}
 	switch pod.Status.Phase {
 	case corev1.PodSucceeded:
+		if len(s.runner.Status.Caches) > 0 {
+			// Its volumes are released once the pod is gone, with the job's repository:
+			// the status keeps the job for that.
+			s.runner.Status.Phase = v1alpha1.RunnerSucceeded
+			return r.complete(ctx, s)
+		}
 		return r.completeExited(ctx, s)
 	case corev1.PodFailed:
 		if isEvicted(pod) {
@@ -166,11 +172,10 @@ func (r *Reconciler) complete(ctx context.Context, s *scope) (reconcile.Result, 
 	return reconcile.Result{}, false, r.deleteRunner(ctx, s.runner)
 }
 
-// completeExited removes a runner whose container exited 0: an ephemeral runner exits
-// 0 after its one job (or once removed from GitHub), having removed itself from
-// GitHub. The Runner is deleted with no status write: finalize reads the exited pod,
-// and a runner that holds no cache volume leaves its pod and Secret to the garbage
-// collector.
+// completeExited removes a runner, holding no cache volume, whose container exited 0:
+// an ephemeral runner exits 0 after its one job (or once removed from GitHub), having
+// removed itself from GitHub. The Runner is deleted with no status write: finalize
+// reads the exited pod, and leaves the pod and the Secret to the garbage collector.
 func (r *Reconciler) completeExited(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
 	if s.runner.Status.Job != nil || s.runner.Status.Phase == v1alpha1.RunnerBusy {
 		r.Failures.RecordSuccess(s.poolKey())
