@@ -50,6 +50,12 @@ func TestRestartRebuildsDemand(t *testing.T) {
 		return int(w.getPool("restart").Status.QueuedJobs) == nPending+nWaiting
 	})
 	createdBefore, _, _ := w.obs.counts()
+	// The runners whose pods are held: the restarted controller must keep every one.
+	// (The busy runners' 25 s jobs may end meanwhile, and their runners with them.)
+	held := w.heldPods("restart")
+	if len(held) != nPending {
+		t.Fatalf("%d runner pods held before the kill, want %d", len(held), nPending)
+	}
 
 	killedAt := time.Now()
 	ctl.kill()
@@ -67,8 +73,14 @@ func TestRestartRebuildsDemand(t *testing.T) {
 	// Two resync passes with the pods still held: a controller that forgot its demand
 	// would retire the pending runners now.
 	time.Sleep(2 * resyncInterval)
-	if n := w.runnersWithPods("restart"); n != nBusy+nPending {
-		t.Errorf("after the restart %d runners have pods, want the %d from before", n, nBusy+nPending)
+	after := map[string]bool{}
+	for _, name := range w.runnersWithPodsIn("restart") {
+		after[name] = true
+	}
+	for _, name := range held {
+		if !after[name] {
+			t.Errorf("pending runner %s was retired after the restart: the restarted controller forgot its demand", name)
+		}
 	}
 	hold.set(false)
 
@@ -96,17 +108,45 @@ func (h *holdSwitch) get() bool  { return h.v.Load() }
 
 // runnersWithPods counts the pool's Runners that are alive and have their pod.
 func (w *world) runnersWithPods(pool string) int {
+	names := w.runnersWithPodsIn(pool)
+	if names == nil {
+		return -1
+	}
+	return len(names)
+}
+
+// heldPods names the pool's runner pods still Pending: those the kubelet holds.
+func (w *world) heldPods(pool string) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var pods corev1.PodList
+	if err := cp.c.List(ctx, &pods, client.InNamespace(w.ns), client.MatchingLabels{v1alpha1.LabelPool: pool}); err != nil {
+		return nil
+	}
+	var names []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp.IsZero() && p.Status.Phase == corev1.PodPending {
+			names = append(names, p.Name)
+		}
+	}
+	return names
+}
+
+// runnersWithPodsIn names the pool's runners that have a pod and are not being
+// deleted or failed; nil when they cannot be listed.
+func (w *world) runnersWithPodsIn(pool string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var list v1alpha1.RunnerList
 	if err := cp.c.List(ctx, &list, client.InNamespace(w.ns), client.MatchingLabels{v1alpha1.LabelPool: pool}); err != nil {
-		return -1
+		return nil
 	}
-	n := 0
+	names := []string{}
 	for _, r := range list.Items {
-		if r.DeletionTimestamp.IsZero() && r.Status.Phase != v1alpha1.RunnerFailed && r.Status.PodName != "" {
-			n++
+		if !r.DeletionTimestamp.IsZero() || r.Status.Phase == v1alpha1.RunnerFailed || r.Status.PodName == "" {
+			continue
 		}
+		names = append(names, r.Name)
 	}
-	return n
+	return names
 }
