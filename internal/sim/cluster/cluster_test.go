@@ -16,25 +16,7 @@ import (
 )
 
 func TestClusterRunsAndCompletesAPod(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bins, err := testenv.AssetsDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := Start(ctx, Options{BinDir: bins, WorkDir: t.TempDir(), Nodes: 2, PodStartDelay: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stopping: %v", err)
-		}
-	}()
+	ctx, c := startForTest(t, 2*time.Minute, Options{Nodes: 2, PodStartDelay: 500 * time.Millisecond})
 
 	// Gantry's CRDs are installed.
 	if err := c.Client.List(ctx, &v1alpha1.RunnerPoolList{}); err != nil {
@@ -127,4 +109,31 @@ func tokenVolumes(p *corev1.Pod) int {
 		}
 	}
 	return n
+}
+
+// startForTest starts a cluster of opts from the cached binaries, in the test's
+// temporary directory, with a context of timeout for the test's calls; both end with
+// the test.
+func startForTest(t *testing.T, timeout time.Duration, opts Options) (context.Context, *Cluster) {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.BinDir, err = testenv.AssetsDir(root); err != nil {
+		t.Fatal(err)
+	}
+	opts.WorkDir = t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	c, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stopping: %v", err)
+		}
+	})
+	return ctx, c
 }

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -11,8 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/gantry-dev/gantry/internal/testenv"
 )
 
 // TestLocalVolumesPinPods: a claim of the sim's StorageClass waits for its first pod;
@@ -20,25 +17,7 @@ import (
 // manager binds it, the pod runs; the claim's next pod lands on the same node; the
 // volume goes with its claim, and stays when its node is deleted.
 func TestLocalVolumesPinPods(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bins, err := testenv.AssetsDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c, err := Start(ctx, Options{BinDir: bins, WorkDir: t.TempDir(), Nodes: 3, PodStartDelay: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stopping: %v", err)
-		}
-	}()
+	ctx, c := startForTest(t, 3*time.Minute, Options{Nodes: 3, PodStartDelay: 200 * time.Millisecond})
 
 	claim := func(name string) *corev1.PersistentVolumeClaim {
 		pvc := &corev1.PersistentVolumeClaim{
