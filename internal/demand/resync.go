@@ -31,12 +31,30 @@ func (t *Tracker) ActiveRepos() []Repo {
 	return out
 }
 
+// KnownRuns returns the workflow runs of repo the Tracker holds a job of, each with
+// when it first heard of one of them.
+func (t *Tracker) KnownRuns(repo Repo) map[int64]time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[int64]time.Time{}
+	for _, tj := range t.jobs {
+		if tj.job.RunID == 0 || repoOf(tj.job) != repo {
+			continue
+		}
+		if at, ok := out[tj.job.RunID]; !ok || tj.heardAt.Before(at) {
+			out[tj.job.RunID] = tj.heardAt
+		}
+	}
+	return out
+}
+
 // SyncRepo makes the Tracker agree with GitHub's list of a repository's queued jobs,
 // taken at listedAt: jobs GitHub lists that the Tracker missed (their webhook was lost)
 // are queued, and jobs the Tracker holds as queued since before listedAt that GitHub
-// no longer lists (their in_progress or completed webhook was lost) are dropped. It
-// returns how many jobs it added and dropped.
-func (t *Tracker) SyncRepo(repo Repo, queued []Job, listedAt time.Time) (added, dropped int) {
+// no longer lists (their in_progress or completed webhook was lost) are dropped. The
+// jobs of the runs in unlisted (queued or in progress, their jobs not listed) are left
+// as they are. It returns how many jobs it added and dropped.
+func (t *Tracker) SyncRepo(repo Repo, queued []Job, unlisted map[int64]bool, listedAt time.Time) (added, dropped int) {
 	listed := make(map[int64]struct{}, len(queued))
 	for _, j := range queued {
 		listed[j.ID] = struct{}{}
@@ -51,7 +69,7 @@ func (t *Tracker) SyncRepo(repo Repo, queued []Job, listedAt time.Time) (added, 
 	var stale []Job
 	t.mu.Lock()
 	for id, tj := range t.jobs {
-		if tj.state != stateQueued || repoOf(tj.job) != repo || !tj.queuedAt.Before(listedAt) {
+		if tj.state != stateQueued || repoOf(tj.job) != repo || !tj.queuedAt.Before(listedAt) || unlisted[tj.job.RunID] {
 			continue
 		}
 		if _, ok := listed[id]; !ok {

@@ -162,7 +162,7 @@ func TestSyncRepoRecoversLostDeliveries(t *testing.T) {
 	tr.Observe(ev(ActionQueued, 3, "linux"))
 	rec.take()
 
-	added, dropped := tr.SyncRepo(repo, []Job{job(2)}, listedAt)
+	added, dropped := tr.SyncRepo(repo, []Job{job(2)}, nil, listedAt)
 	if added != 1 || dropped != 1 {
 		t.Errorf("SyncRepo added %d, dropped %d; want 1, 1", added, dropped)
 	}
@@ -181,7 +181,38 @@ func TestSyncRepoRecoversLostDeliveries(t *testing.T) {
 		t.Error("SyncRepo changed demand without waking the pool")
 	}
 	// A second identical sync changes nothing.
-	if added, dropped := tr.SyncRepo(repo, []Job{job(2)}, listedAt); added != 0 || dropped != 0 {
+	if added, dropped := tr.SyncRepo(repo, []Job{job(2)}, nil, listedAt); added != 0 || dropped != 0 {
 		t.Errorf("repeated SyncRepo added %d, dropped %d; want 0, 0", added, dropped)
+	}
+}
+
+// A job of a run whose jobs resync did not list stays queued: its absence from the list
+// says nothing. KnownRuns gives each run with when the Tracker first heard of it.
+func TestTrackerSyncRepoLeavesUnlistedRuns(t *testing.T) {
+	tr, clk, _ := newTestTracker(t)
+	repo := Repo{Host: "github.com", Owner: "acme", Name: "api"}
+	inRun := func(a Action, id, run int64) JobEvent {
+		e := ev(a, id, "linux")
+		e.Job.RunID = run
+		return e
+	}
+	first := clk.Now()
+	tr.Observe(inRun(ActionQueued, 1, 10))
+	clk.Step(time.Second)
+	tr.Observe(inRun(ActionQueued, 2, 10))
+	tr.Observe(inRun(ActionInProgress, 3, 30))
+	clk.Step(time.Minute)
+	want := map[int64]time.Time{10: first, 30: first.Add(time.Second)}
+	if diff := cmp.Diff(want, tr.KnownRuns(repo)); diff != "" {
+		t.Errorf("KnownRuns (-want +got):\n%s", diff)
+	}
+	if added, dropped := tr.SyncRepo(repo, nil, map[int64]bool{10: true}, clk.Now()); added != 0 || dropped != 0 {
+		t.Errorf("SyncRepo with run 10 unlisted added %d, dropped %d; want 0, 0", added, dropped)
+	}
+	if got := len(tr.QueuedJobs(key("linux"))); got != 2 {
+		t.Errorf("%d jobs queued after a sync that did not list their run, want 2", got)
+	}
+	if _, dropped := tr.SyncRepo(repo, nil, nil, clk.Now()); dropped != 2 {
+		t.Errorf("SyncRepo with run 10 listed and empty dropped %d, want 2", dropped)
 	}
 }

@@ -56,10 +56,15 @@ type Client interface {
 	RunnerGroupID(ctx context.Context, scope Scope, group string) (int64, error)
 
 	// ListQueuedJobs returns the queued jobs of a repository scope: the workflow runs
-	// with status queued, then their jobs still queued. Callers with an organization
-	// scope pick repositories (Scope.Repository) themselves: listing a whole
-	// organization costs a call per repository. Read-only.
-	ListQueuedJobs(ctx context.Context, repo Scope) ([]Job, error)
+	// with status queued or in_progress, then their jobs still queued. Every request is
+	// conditional: the client keeps the last answer of each page per repository and
+	// run, so a page GitHub has not changed comes back 304 Not Modified, not counted
+	// against the rate limit. skip, if not nil, is asked about each run listed: the jobs
+	// of a run it returns true for are not listed, and the run is named in
+	// QueuedJobs.Skipped. Callers with an organization scope pick repositories
+	// (Scope.Repository) themselves: listing a whole organization costs calls per
+	// repository. Read-only.
+	ListQueuedJobs(ctx context.Context, repo Scope, skip func(runID int64) bool) (QueuedJobs, error)
 
 	// ListHookDeliveries returns one page of the GitHub App's webhook delivery log
 	// (GET /app/hook/deliveries, newest first) on the scope's host, starting at cursor
@@ -146,6 +151,17 @@ type Job struct {
 	Labels    []string
 	Status    string
 	CreatedAt time.Time
+}
+
+// QueuedJobs is what ListQueuedJobs found in a repository.
+type QueuedJobs struct {
+	// Jobs are the queued jobs of the runs whose jobs were listed.
+	Jobs []Job
+	// Skipped are the queued or in-progress runs whose jobs were not listed.
+	Skipped []int64
+	// Requests is how many requests the listing took, and NotModified how many of them
+	// GitHub answered 304 (not counted against the rate limit).
+	Requests, NotModified int
 }
 
 // HookDelivery is one entry of a webhook delivery log.

@@ -427,14 +427,27 @@ func TestRunnerGroupIDSharesOneListing(t *testing.T) {
 	}
 }
 
+// ListQueuedJobs lists the jobs of queued and in-progress runs with conditional
+// requests: unchanged pages come back 304 and are read from the copy kept; a run the
+// caller skips is named, not listed.
 func TestListQueuedJobs(t *testing.T) {
 	f := newFakeGitHub(t)
+	// conditional answers 304 when the request names the page's ETag, else v.
+	conditional := func(w http.ResponseWriter, r *http.Request, etag string, v any) {
+		if r.Header.Get("If-None-Match") == etag {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("ETag", etag)
+		writeJSON(w, http.StatusOK, v)
+	}
 	f.handle("GET /repos/acme/app/actions/runs", func(w http.ResponseWriter, r *http.Request) {
+		status := r.URL.Query().Get("status")
 		runs := map[string][]map[string]any{
 			"queued":      {{"id": 100, "status": "queued", "run_attempt": 1}},
 			"in_progress": {{"id": 200, "status": "in_progress", "run_attempt": 1}},
-		}[r.URL.Query().Get("status")]
-		writeJSON(w, http.StatusOK, map[string]any{"total_count": len(runs), "workflow_runs": runs})
+		}[status]
+		conditional(w, r, `W/"runs-`+status+`"`, map[string]any{"total_count": len(runs), "workflow_runs": runs})
 	})
 	created := "2026-05-01T11:59:00Z"
 	f.handle("GET /repos/acme/app/actions/runs/{run}/jobs", func(w http.ResponseWriter, r *http.Request) {
@@ -443,23 +456,33 @@ func TestListQueuedJobs(t *testing.T) {
 			{"id": run + 1, "run_id": run, "run_attempt": 1, "name": "build", "workflow_name": "CI", "status": "queued", "labels": []string{"self-hosted", "gpu"}, "created_at": created},
 			{"id": run + 2, "run_id": run, "run_attempt": 1, "name": "lint", "workflow_name": "CI", "status": "in_progress", "labels": []string{"self-hosted"}, "created_at": created},
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"total_count": len(jobs), "jobs": jobs})
+		conditional(w, r, `W/"jobs-`+r.PathValue("run")+`"`, map[string]any{"total_count": len(jobs), "jobs": jobs})
 	})
 	c := newTokenClient(t, "ns/jobs", newClock())
 
-	got, err := c.ListQueuedJobs(context.Background(), f.scope("acme/app"))
-	if err != nil {
-		t.Fatalf("ListQueuedJobs() error = %v", err)
-	}
 	at, _ := time.Parse(time.RFC3339, created)
-	want := []Job{
-		{ID: 101, RunID: 100, RunAttempt: 1, Name: "build", WorkflowName: "CI", Owner: "acme", Repo: "app", Labels: []string{"self-hosted", "gpu"}, Status: "queued", CreatedAt: at},
-		{ID: 201, RunID: 200, RunAttempt: 1, Name: "build", WorkflowName: "CI", Owner: "acme", Repo: "app", Labels: []string{"self-hosted", "gpu"}, Status: "queued", CreatedAt: at},
+	job101 := Job{ID: 101, RunID: 100, RunAttempt: 1, Name: "build", WorkflowName: "CI", Owner: "acme", Repo: "app", Labels: []string{"self-hosted", "gpu"}, Status: "queued", CreatedAt: at}
+	job201 := Job{ID: 201, RunID: 200, RunAttempt: 1, Name: "build", WorkflowName: "CI", Owner: "acme", Repo: "app", Labels: []string{"self-hosted", "gpu"}, Status: "queued", CreatedAt: at}
+	tests := []struct {
+		name string
+		skip func(int64) bool
+		want QueuedJobs
+	}{
+		{"first listing", nil, QueuedJobs{Jobs: []Job{job101, job201}, Requests: 4}},
+		{"unchanged: every page 304", nil, QueuedJobs{Jobs: []Job{job101, job201}, Requests: 4, NotModified: 4}},
+		{"run 200 skipped", func(id int64) bool { return id == 200 }, QueuedJobs{Jobs: []Job{job101}, Skipped: []int64{200}, Requests: 3, NotModified: 3}},
+		{"run 200's pages kept while skipped", nil, QueuedJobs{Jobs: []Job{job101, job201}, Requests: 4, NotModified: 4}},
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("ListQueuedJobs() (-want +got):\n%s", diff)
+	for _, tc := range tests {
+		got, err := c.ListQueuedJobs(context.Background(), f.scope("acme/app"), tc.skip)
+		if err != nil {
+			t.Fatalf("%s: ListQueuedJobs() error = %v", tc.name, err)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: ListQueuedJobs() (-want +got):\n%s", tc.name, diff)
+		}
 	}
-	if _, err := c.ListQueuedJobs(context.Background(), f.scope("acme")); err == nil {
+	if _, err := c.ListQueuedJobs(context.Background(), f.scope("acme"), nil); err == nil {
 		t.Errorf("ListQueuedJobs(org scope) = nil error, want one that asks for a repository scope")
 	}
 }

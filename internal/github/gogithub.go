@@ -72,6 +72,8 @@ func NewClient(creds Credentials, opts Options) (Client, error) {
 		groups:    map[Scope]groupCache{},
 
 		runnerPages: map[Scope][]runnerPage{},
+		runLists:    map[Scope]map[string]condPage{},
+		jobLists:    map[Scope]map[int64][]condPage{},
 	}, nil
 }
 
@@ -88,6 +90,10 @@ type client struct {
 	groups      map[Scope]groupCache
 	// runnerPages are the pages of each scope's last full runner list, with their ETags.
 	runnerPages map[Scope][]runnerPage
+	// runLists and jobLists are the pages of each repository's last listing of queued
+	// jobs (queuedjobs.go), with their ETags.
+	runLists map[Scope]map[string]condPage
+	jobLists map[Scope]map[int64][]condPage
 }
 
 // hostClient talks to one API host. Its rate-limit state is shared by all scopes there.
@@ -412,50 +418,6 @@ func (c *client) RunnerGroupID(ctx context.Context, scope Scope, group string) (
 		return 0, NewNotFoundError(what, ErrNoSuchRunnerGroup)
 	}
 	return id, nil
-}
-
-func (c *client) ListQueuedJobs(ctx context.Context, repo Scope) ([]Job, error) {
-	what := fmt.Sprintf("listing queued jobs in %s", repo)
-	if repo.Kind != ScopeRepository {
-		return nil, fmt.Errorf("%s: only a repository scope lists jobs; use Scope.Repository for each repository", what)
-	}
-	h, err := c.host(repo)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	jobs := []Job{}
-	// A run with a started job is in_progress while its other jobs still queue (a big
-	// matrix on few runners), so both kinds of runs are searched.
-	for _, status := range []string{"queued", "in_progress"} {
-		opts := &gh.ListWorkflowRunsOptions{Status: status, ListOptions: gh.ListOptions{PerPage: perPage}}
-		for run, err := range h.api.Actions.ListRepositoryWorkflowRunsIter(ctx, repo.Owner, repo.Repo, opts) {
-			if err != nil {
-				return nil, c.classify(err, what, nil)
-			}
-			jopts := &gh.ListWorkflowJobsOptions{ListOptions: gh.ListOptions{PerPage: perPage}}
-			for j, err := range h.api.Actions.ListWorkflowJobsIter(ctx, repo.Owner, repo.Repo, run.GetID(), jopts) {
-				if err != nil {
-					return nil, c.classify(err, what, nil)
-				}
-				if j.GetStatus() != "queued" {
-					continue
-				}
-				jobs = append(jobs, Job{
-					ID:           j.GetID(),
-					RunID:        j.GetRunID(),
-					RunAttempt:   j.GetRunAttempt(),
-					Name:         j.GetName(),
-					WorkflowName: j.GetWorkflowName(),
-					Owner:        repo.Owner,
-					Repo:         repo.Repo,
-					Labels:       j.Labels,
-					Status:       j.GetStatus(),
-					CreatedAt:    j.GetCreatedAt().Time,
-				})
-			}
-		}
-	}
-	return jobs, nil
 }
 
 func (c *client) appClient(scope Scope, what string) (*gh.Client, error) {

@@ -6,8 +6,13 @@
 //
 // Which repositories are polled: the repository of every repository-scoped pool, and,
 // for organization pools, every repository of that organization the Tracker has seen a
-// job of in the last two hours. Each costs one call per Interval (plus one per queued
-// run), so the budget follows activity, not the size of the organization.
+// job of in the last two hours. Each costs two run listings per Interval, plus a job
+// listing per queued or in-progress run the Tracker has no job of or heard of more than
+// an Interval ago, so the budget follows activity, not the size of the organization.
+// Every listing is a conditional request: a page unchanged since the last pass comes
+// back 304 Not Modified, which GitHub does not count against the rate limit. A lost
+// delivery is found within one Interval when no other job of its run was delivered,
+// and within two when one was.
 //
 // With GitHub App credentials, resync also reads the App's webhook delivery log and asks
 // GitHub to redeliver every workflow_job delivery that failed — including those that
@@ -179,18 +184,31 @@ func (r *Resync) syncRepo(ctx context.Context, gh github.Client, sc github.Scope
 		return err
 	}
 	listedAt := r.Clock.Now()
-	jobs, err := gh.ListQueuedJobs(ctx, repoScope)
+	// Demand hides where no webhook told of it. A run the Tracker holds no job of has its
+	// jobs listed at once. A run it heard of within the last Interval is left for the
+	// next pass: what its other jobs' lost deliveries hide is found one Interval later,
+	// and a run that ends sooner (most do) costs no listing at all.
+	known := r.Tracker.KnownRuns(repo)
+	young := func(run int64) bool {
+		at, ok := known[run]
+		return ok && listedAt.Sub(at) < r.Interval
+	}
+	res, err := gh.ListQueuedJobs(ctx, repoScope, young)
 	if err != nil {
 		return err
 	}
-	queued := make([]demand.Job, 0, len(jobs))
-	for _, j := range jobs {
+	unlisted := make(map[int64]bool, len(res.Skipped))
+	for _, id := range res.Skipped {
+		unlisted[id] = true
+	}
+	queued := make([]demand.Job, 0, len(res.Jobs))
+	for _, j := range res.Jobs {
 		queued = append(queued, demand.Job{
 			ID: j.ID, RunID: j.RunID, Host: repo.Host, Owner: j.Owner, Repo: j.Repo,
 			Labels: j.Labels, Workflow: j.WorkflowName, CreatedAt: j.CreatedAt,
 		})
 	}
-	a, d := r.Tracker.SyncRepo(repo, queued, listedAt)
+	a, d := r.Tracker.SyncRepo(repo, queued, unlisted, listedAt)
 	recovered.Add(float64(a))
 	dropped.Add(float64(d))
 	if a > 0 || d > 0 {

@@ -14,6 +14,10 @@ type CallCount struct {
 	ByStatus map[int]int64 `json:"by_status"`
 }
 
+// Counted is how many of the calls count against GitHub's primary rate limit: all but
+// those answered 304 Not Modified (conditional requests).
+func (c CallCount) Counted() int64 { return c.Total - c.ByStatus[http.StatusNotModified] }
+
 // routeUnmatched keys the calls that matched no route.
 const routeUnmatched = "unmatched"
 

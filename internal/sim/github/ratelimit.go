@@ -198,6 +198,22 @@ func (rl *rateLimiter) admit(h http.Header, sub rateSubject, rt *route, now time
 	}, nil
 }
 
+// refund gives back the primary-limit call admit spent on a request answered 304 Not
+// Modified, which GitHub does not count, and sets the X-RateLimit-* headers again.
+func (rl *rateLimiter) refund(h http.Header, sub rateSubject, now time.Time) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.cfg.Disabled || sub.kind == credActions {
+		return
+	}
+	b := rl.bucket(sub, now)
+	if b.used > 0 {
+		b.used--
+	}
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(max(0, b.limit-b.used)))
+	h.Set("X-RateLimit-Used", strconv.Itoa(b.used))
+}
+
 func primaryMessage(sub rateSubject) string {
 	switch sub.kind {
 	case credInstallation:

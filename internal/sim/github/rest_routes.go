@@ -59,7 +59,8 @@ func (s *Sim) serveRoute(c *call) {
 			c.w.Header().Set("X-Accepted-OAuth-Scopes", strings.Join(c.route.scopes, ", "))
 		}
 	}
-	release, rerr := s.rl.admit(c.w.Header(), sub, c.route, s.now(), c.route.pattern != "/rate_limit")
+	counted := c.route.pattern != "/rate_limit"
+	release, rerr := s.rl.admit(c.w.Header(), sub, c.route, s.now(), counted)
 	if aerr != nil {
 		if release != nil {
 			release()
@@ -73,9 +74,23 @@ func (s *Sim) serveRoute(c *call) {
 	}
 	defer release()
 	c.cred = cred
-	if e := c.route.handler(c); e != nil {
-		e.write(c.w)
+	if c.route.method != http.MethodGet {
+		if e := c.route.handler(c); e != nil {
+			e.write(c.w)
+		}
+		return
 	}
+	cw := &condWriter{w: c.w}
+	c.w = cw
+	if e := c.route.handler(c); e != nil {
+		e.write(cw)
+	}
+	c.w = cw.w
+	cw.flush(c.r, func() {
+		if counted {
+			s.rl.refund(c.w.Header(), sub, s.now())
+		}
+	})
 }
 
 func clientIP(r *http.Request) string {

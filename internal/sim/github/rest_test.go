@@ -1,6 +1,7 @@
 package github
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -308,5 +309,61 @@ func TestFaultInjectionIsReproducible(t *testing.T) {
 	}
 	if n503 == 0 || n503 == len(a) {
 		t.Errorf("%d of %d answers were 503, want some but not all", n503, len(a))
+	}
+}
+
+// A GET answers with an ETag; asked again with it in If-None-Match, the unchanged answer
+// is 304 with no body and does not count against the rate limit, as on GitHub.
+func TestConditionalRequests(t *testing.T) {
+	w := newWorld(t, worldOpts{opts: Options{RateLimits: RateLimits{PAT: 10}}})
+	get := func(etag string) response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), "GET", w.srv.URL+"/orgs/acme/actions/runners", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "token "+testPAT)
+		if etag != "" {
+			req.Header.Set("If-None-Match", etag)
+		}
+		resp, err := w.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return response{code: resp.StatusCode, header: resp.Header, body: b}
+	}
+	first := get("")
+	etag := first.header.Get("ETag")
+	if first.code != 200 || !strings.HasPrefix(etag, `W/"`) {
+		t.Fatalf("first GET: status %d, ETag %q; want 200 with a weak ETag", first.code, etag)
+	}
+	if got := first.header.Get("X-RateLimit-Remaining"); got != "9" {
+		t.Errorf("after one GET, X-RateLimit-Remaining = %s, want 9", got)
+	}
+	same := get(etag)
+	if same.code != http.StatusNotModified || len(same.body) != 0 {
+		t.Fatalf("GET with its ETag: status %d, %d bytes; want 304 with no body", same.code, len(same.body))
+	}
+	if got := same.header.Get("X-RateLimit-Remaining"); got != "9" {
+		t.Errorf("after a 304, X-RateLimit-Remaining = %s, want 9 (a 304 is not counted)", got)
+	}
+	if got := same.header.Get("ETag"); got != etag {
+		t.Errorf("304's ETag = %q, want %q", got, etag)
+	}
+	must(w.sim.GenerateJITConfig(JITSpec{Scope: "acme", Name: "r0", Labels: []string{"x"}}))
+	changed := get(etag)
+	if changed.code != 200 || changed.header.Get("ETag") == etag {
+		t.Fatalf("GET after a change: status %d, ETag %q; want 200 with a new ETag", changed.code, changed.header.Get("ETag"))
+	}
+	if got := changed.header.Get("X-RateLimit-Remaining"); got != "8" {
+		t.Errorf("after a changed answer, X-RateLimit-Remaining = %s, want 8", got)
+	}
+	if got := w.sim.CallCounts()["GET /orgs/{org}/actions/runners"].ByStatus[http.StatusNotModified]; got != 1 {
+		t.Errorf("call counts record %d answers 304, want 1", got)
 	}
 }

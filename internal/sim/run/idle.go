@@ -167,7 +167,7 @@ func idleReport(pools, sessions int, from, to idleSnapshot, rssBytes int64) *Idl
 	}
 	var service, rest int64
 	for route, c := range to.calls {
-		n := c.Total - from.calls[route].Total
+		n := c.Counted() - from.calls[route].Counted()
 		if n <= 0 {
 			continue
 		}

@@ -29,8 +29,9 @@ import (
 // rest_calls_by_endpoint. Version 5 added pools, sessions and idle, made
 // kube_api.pool_status_writes_per_second a mean over every pool of the scenario, and
 // added idle_runner_seconds_per_job and warm. Version 6 added caches. Version 7 added
-// warm (pickup and its cost after a warm pool's warm-up).
-const SchemaVersion = 7
+// warm (pickup and its cost after a warm pool's warm-up). Version 8 added
+// rest_not_modified, and left the REST calls answered 304 out of every other REST figure.
+const SchemaVersion = 8
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -137,22 +138,26 @@ type Report struct {
 	// pickup cost in runners kept waiting, so that a warmer pool is never faster for free.
 	IdleRunnerSecondsPerJob float64 `json:"idle_runner_seconds_per_job"`
 	// GitHub calls per job: REST, Actions service (a scale set's), and both.
-	RESTCallsPerJob            float64            `json:"rest_calls_per_job"`
-	ActionsServiceCallsPerJob  float64            `json:"actions_service_calls_per_job"`
-	GitHubCallsPerJob          float64            `json:"github_calls_per_job"`
-	RESTCallsByRoute           map[string]int64   `json:"rest_calls_by_endpoint"`
-	ActionsServiceCallsByRoute map[string]int64   `json:"actions_service_calls_by_endpoint"`
-	KubeWritesPerJob           float64            `json:"kube_api_writes_per_job"`
-	KubeAPI                    *KubeAPI           `json:"kube_api,omitempty"`
-	KubeAPIError               string             `json:"kube_api_error,omitempty"`
-	ControllerCPUPerJob        float64            `json:"controller_cpu_ms_per_job"`
-	Leftover                   Leftover           `json:"leftover"`
-	BusyRunnersKilled          int                `json:"busy_runners_killed"`
-	BusyRunnerKills            []BusyRunnerKill   `json:"busy_runner_kills,omitempty"`
-	Controller                 Controller         `json:"controller"`
-	CPUSeconds                 map[string]float64 `json:"cpu_seconds_by_process"`
-	Faults                     *FaultsReport      `json:"faults,omitempty"`
-	Caches                     *CacheReport       `json:"caches,omitempty"`
+	RESTCallsPerJob            float64          `json:"rest_calls_per_job"`
+	ActionsServiceCallsPerJob  float64          `json:"actions_service_calls_per_job"`
+	GitHubCallsPerJob          float64          `json:"github_calls_per_job"`
+	RESTCallsByRoute           map[string]int64 `json:"rest_calls_by_endpoint"`
+	ActionsServiceCallsByRoute map[string]int64 `json:"actions_service_calls_by_endpoint"`
+	// RESTNotModified is the REST calls answered 304 Not Modified: conditional requests,
+	// which GitHub does not count against the rate limit. The other REST figures leave
+	// them out.
+	RESTNotModified     int64              `json:"rest_not_modified"`
+	KubeWritesPerJob    float64            `json:"kube_api_writes_per_job"`
+	KubeAPI             *KubeAPI           `json:"kube_api,omitempty"`
+	KubeAPIError        string             `json:"kube_api_error,omitempty"`
+	ControllerCPUPerJob float64            `json:"controller_cpu_ms_per_job"`
+	Leftover            Leftover           `json:"leftover"`
+	BusyRunnersKilled   int                `json:"busy_runners_killed"`
+	BusyRunnerKills     []BusyRunnerKill   `json:"busy_runner_kills,omitempty"`
+	Controller          Controller         `json:"controller"`
+	CPUSeconds          map[string]float64 `json:"cpu_seconds_by_process"`
+	Faults              *FaultsReport      `json:"faults,omitempty"`
+	Caches              *CacheReport       `json:"caches,omitempty"`
 	// Warm: pickup and its cost after a predictive pool's warm-up (spec.warm, steady
 	// arrivals only).
 	Warm               *WarmReport  `json:"warm,omitempty"`
@@ -374,8 +379,11 @@ func (r *Report) countCalls(in reportInputs, pools int) {
 			r.ActionsServiceCallsByRoute[route] = c.Total
 			service += c.Total
 		} else {
-			r.RESTCallsByRoute[route] = c.Total
-			rest += c.Total
+			if n := c.Counted(); n > 0 {
+				r.RESTCallsByRoute[route] = n
+			}
+			rest += c.Counted()
+			r.RESTNotModified += c.Total - c.Counted()
 		}
 	}
 	n := len(in.jobs)
