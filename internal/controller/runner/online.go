@@ -44,16 +44,18 @@ func (r *Reconciler) checkOnline(ctx context.Context, s *scope, since time.Time)
 		return reconcile.Result{}, true, nil
 	}
 	s.runner.Status.Phase = v1alpha1.RunnerPending
-	meta.SetStatusCondition(&s.runner.Status.Conditions, metav1.Condition{
-		Type: ConditionOnline, Status: metav1.ConditionFalse, Reason: reasonWaitingForGitHub,
-		Message: "the runner's pod is running; waiting for GitHub to list the runner online", ObservedGeneration: s.runner.Generation,
-	})
 	now := r.Clock.Now()
 	timeout := s.pool.Spec.Recovery.RegistrationTimeoutOrDefault()
 	deadline := since.Add(timeout)
 	if wait := min(onlineFirstCheck, timeout) - now.Sub(since); wait > 0 {
+		// Nothing asked yet, so nothing to say: most runners take a job before then, and
+		// their one status write says Busy and Online together.
 		return reconcile.Result{RequeueAfter: wait}, false, nil
 	}
+	meta.SetStatusCondition(&s.runner.Status.Conditions, metav1.Condition{
+		Type: ConditionOnline, Status: metav1.ConditionFalse, Reason: reasonWaitingForGitHub,
+		Message: "the runner's pod is running; GitHub does not list the runner online yet", ObservedGeneration: s.runner.Generation,
+	})
 	var notBefore time.Time
 	if !now.Before(deadline) {
 		notBefore = deadline // the verdict needs a listing taken after the deadline

@@ -11,8 +11,8 @@ import (
 // Runner condition types.
 const (
 	// ConditionOnline is True once GitHub was seen to have the runner online (listed
-	// online, or given a job); False, reason WaitingForGitHub, while its pod runs and
-	// GitHub does not list it online yet.
+	// online, or given a job); False, reason WaitingForGitHub, once GitHub was asked
+	// (its pod has run for 5 s) and did not list it online. Not set before that.
 	ConditionOnline = "Online"
 	// ConditionFailed is True when the runner failed; its reason is status.reason.
 	ConditionFailed = "Failed"
