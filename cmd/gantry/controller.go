@@ -24,20 +24,20 @@ func init() { extraCommands = append(extraCommands, newControllerCommand) }
 // controllerFlags are the controller's settings. Every flag falls back to an environment
 // variable: --webhook-secret to GANTRY_WEBHOOK_SECRET, and so on.
 type controllerFlags struct {
-	metricsAddr, probeAddr, webhookAddr string
-	webhookAdvertiseAddr                string
-	webhookSecret                       string
-	leaderElect                         bool
-	leaderElectionNamespace             string
-	leaseDuration, renewDeadline        time.Duration
-	retryPeriod                         time.Duration
-	namespaces                          []string
-	concurrency, runnerConcurrency      int
-	githubTimeout, resyncInterval       time.Duration
-	failedRunnerRetention               time.Duration
-	githubCABundle                      string
-	githubAllowHTTP                     bool
-	logFormat, logLevel                 string
+	metricsAddr, probeAddr, webhookAddr, pprofAddr string
+	webhookAdvertiseAddr                           string
+	webhookSecret                                  string
+	leaderElect                                    bool
+	leaderElectionNamespace                        string
+	leaseDuration, renewDeadline                   time.Duration
+	retryPeriod                                    time.Duration
+	namespaces                                     []string
+	concurrency, runnerConcurrency                 int
+	githubTimeout, resyncInterval                  time.Duration
+	failedRunnerRetention                          time.Duration
+	githubCABundle                                 string
+	githubAllowHTTP                                bool
+	logFormat, logLevel                            string
 }
 
 func newControllerCommand() *cobra.Command {
@@ -58,6 +58,7 @@ name in capitals, dashes as underscores, prefixed with GANTRY_ (GANTRY_LEADER_EL
 	fl := cmd.Flags()
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint (0 disables)")
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fl.StringVar(&f.pprofAddr, "pprof-bind-address", "", "address of Go's profiling endpoints, /debug/pprof/ (default: off; never expose it beyond the pod)")
 	fl.StringVar(&f.webhookAddr, "webhook-bind-address", ":9090", "address of GitHub's webhook endpoint, /webhook")
 	fl.StringVar(&f.webhookAdvertiseAddr, "webhook-advertise-address", "", "HOST:PORT where the other replicas reach this one's webhook endpoint, so that a standby forwards deliveries to the leader (default: $POD_IP and the webhook port)")
 	fl.StringVar(&f.webhookSecret, "webhook-secret", "", "NAMESPACE/NAME of the Secret whose webhook_secret key verifies deliveries (needed for demand.source Webhook; without it every delivery is refused)")
@@ -175,6 +176,7 @@ func runController(f *controllerFlags) error {
 	}
 	g, err := manager.New(cfg, manager.Options{
 		MetricsAddr:             f.metricsAddr,
+		PprofAddr:               f.pprofAddr,
 		ProbeAddr:               f.probeAddr,
 		WebhookAddr:             f.webhookAddr,
 		WebhookSecret:           hookSecret,

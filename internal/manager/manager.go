@@ -52,6 +52,9 @@ type Options struct {
 	MetricsAddr string
 	// ProbeAddr serves /healthz and /readyz ("0" disables). Default ":8081".
 	ProbeAddr string
+	// PprofAddr serves Go's profiles under /debug/pprof/; "" (the default) or "0" serves
+	// none.
+	PprofAddr string
 	// WebhookAddr serves GitHub's webhooks at /webhook. Default ":9090".
 	WebhookAddr string
 	// WebhookSecret names the Secret holding webhook_secret (and, while rotating,
@@ -198,6 +201,7 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		Cache:                         cacheOpts,
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:        opts.ProbeAddr,
+		PprofBindAddress:              opts.PprofAddr,
 		LeaderElection:                opts.LeaderElection,
 		LeaderElectionID:              leaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
