@@ -216,9 +216,15 @@ func (r *Reconciler) checkConfig(ctx context.Context, pool *v1alpha1.RunnerPool)
 	return err, nil
 }
 
+// listRunners returns the pool's Runners as the cache holds them, not copied: a pool is
+// reconciled for every runner that moves, and deep-copying every runner each time was
+// a sixth of the controller's CPU in `gantry sim run --scenario steady`. They are
+// read-only: the pool controller only reads them and passes them to Delete, which does
+// not write into its argument.
 func (r *Reconciler) listRunners(ctx context.Context, pool *v1alpha1.RunnerPool) ([]v1alpha1.Runner, error) {
 	var list v1alpha1.RunnerList
-	if err := r.Client.List(ctx, &list, client.InNamespace(pool.Namespace), client.MatchingLabels{v1alpha1.LabelPool: pool.Name}); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(pool.Namespace), client.MatchingLabels{v1alpha1.LabelPool: pool.Name},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	return list.Items, nil
