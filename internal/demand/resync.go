@@ -22,7 +22,7 @@ func (t *Tracker) ActiveRepos() []Repo {
 	defer t.mu.Unlock()
 	seen := map[Repo]struct{}{}
 	for _, tj := range t.jobs {
-		seen[repoOf(tj.job)] = struct{}{}
+		seen[tj.repo] = struct{}{}
 	}
 	out := make([]Repo, 0, len(seen))
 	for r := range seen {
@@ -38,7 +38,7 @@ func (t *Tracker) KnownRuns(repo Repo) map[int64]time.Time {
 	defer t.mu.Unlock()
 	out := map[int64]time.Time{}
 	for _, tj := range t.jobs {
-		if tj.job.RunID == 0 || repoOf(tj.job) != repo {
+		if tj.job.RunID == 0 || tj.repo != repo {
 			continue
 		}
 		if at, ok := out[tj.job.RunID]; !ok || tj.heardAt.Before(at) {
@@ -69,7 +69,7 @@ func (t *Tracker) SyncRepo(repo Repo, queued []Job, unlisted map[int64]bool, lis
 	var stale []Job
 	t.mu.Lock()
 	for id, tj := range t.jobs {
-		if tj.state != stateQueued || repoOf(tj.job) != repo || !tj.queuedAt.Before(listedAt) || unlisted[tj.job.RunID] {
+		if tj.state != stateQueued || tj.repo != repo || !tj.queuedAt.Before(listedAt) || unlisted[tj.job.RunID] {
 			continue
 		}
 		if _, ok := listed[id]; !ok {
@@ -96,7 +96,7 @@ func (t *Tracker) PoolRepos(pool PoolKey) map[Repo]time.Time {
 		if tj.pool != pool {
 			continue
 		}
-		r := repoOf(tj.job)
+		r := tj.repo
 		if tj.seenAt.After(out[r]) {
 			out[r] = tj.seenAt
 		}

@@ -33,6 +33,7 @@ type trackedJob struct {
 	queuedAt time.Time // when Gantry first saw it queued
 	seenAt   time.Time // when Gantry last heard of it
 	heardAt  time.Time // when Gantry first heard of it
+	repo     Repo      // repoOf(job), lower-cased once
 	until    time.Time // forget after
 }
 
@@ -149,7 +150,7 @@ func (t *Tracker) Observe(ev JobEvent) {
 		if tj != nil {
 			break // already queued, started or done: a duplicate or a late delivery
 		}
-		tj = &trackedJob{job: ev.Job, state: stateQueued, queuedAt: now, seenAt: now, heardAt: now, until: now.Add(QueuedJobTTL)}
+		tj = &trackedJob{job: ev.Job, repo: repoOf(ev.Job), state: stateQueued, queuedAt: now, seenAt: now, heardAt: now, until: now.Add(QueuedJobTTL)}
 		t.jobs[ev.Job.ID] = tj
 		if p := t.router.route(ev.Job); p != nil {
 			if !p.External {
@@ -172,7 +173,7 @@ func (t *Tracker) Observe(ev JobEvent) {
 			state = stateDone
 		}
 		if tj == nil {
-			tj = &trackedJob{job: ev.Job, state: state, seenAt: now, heardAt: now, until: now.Add(tombstoneTTL)}
+			tj = &trackedJob{job: ev.Job, repo: repoOf(ev.Job), state: state, seenAt: now, heardAt: now, until: now.Add(tombstoneTTL)}
 			t.jobs[ev.Job.ID] = tj
 			break
 		}
