@@ -239,7 +239,8 @@ func (s *Sim) Deliveries() []Delivery {
 	out := make([]Delivery, 0, len(s.st.deliveries))
 	for _, d := range s.st.deliveries {
 		out = append(out, Delivery{ID: d.id, GUID: d.guid, HookID: d.hook.id, Event: d.event, Action: d.action,
-			Redelivery: d.redelivery, Done: d.done, StatusCode: d.statusCode, Status: d.status})
+			Redelivery: d.redelivery, Done: d.done, StatusCode: d.statusCode, Status: d.status,
+			CreatedAt: d.created, DeliveredAt: d.deliveredAt})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

@@ -235,6 +235,10 @@ type Delivery struct {
 	Done       bool   `json:"done"`
 	StatusCode int    `json:"status_code"`
 	Status     string `json:"status"`
+	// CreatedAt is when the event happened (the delivery was made), DeliveredAt when its
+	// attempt ended (the receiver answered, or it failed); zero until done.
+	CreatedAt   time.Time `json:"created_at"`
+	DeliveredAt time.Time `json:"delivered_at,omitzero"`
 }
 
 // Summary counts the simulator's objects.

@@ -123,7 +123,7 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 	}
 	in := reportInputs{
 		start: start, jobs: jobs, queued: queued, events: w.agents.Events(), runnersSeen: w.runners.times(),
-		calls: w.sim.CallCounts(), samples: smp.samples(), finished: finished, lastJobDone: lastDone,
+		calls: w.sim.CallCounts(), deliveries: w.sim.Deliveries(), samples: smp.samples(), finished: finished, lastJobDone: lastDone,
 		drained: drained, drainedAt: drainedAt, injections: injections, lostNodePods: lostNodePods,
 		leftover: leftovers(ctx, w.cl.Client, w.sim), cpu: processCPU(),
 		sessions: sessions, idle: idle, caches: caches,

@@ -140,6 +140,7 @@ floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared m
 {{with .Warm}}<tr><th>after the prediction's warm-up (jobs queued after the first {{.WarmUpSeconds}} s: {{.Jobs}})</th><td>pickup p50 {{.PickupSeconds.P50}} s, p95 {{.PickupSeconds.P95}} s, p99 {{.PickupSeconds.P99}} s, max {{.PickupSeconds.Max}} s; {{.IdleRunnerSecondsPerJob}} idle runner-seconds per job</td></tr>{{end}}
 <tr><th>controller reaction (job → runner pod)</th><td>p50 {{.ReactionSeconds.P50}} s, p95 {{.ReactionSeconds.P95}} s, p99 {{.ReactionSeconds.P99}} s, max {{.ReactionSeconds.Max}} s</td></tr>
 <tr><th>pool reaction (job → Runner object)</th><td>p50 {{.PoolReaction.P50}} s, p95 {{.PoolReaction.P95}} s, p99 {{.PoolReaction.P99}} s, max {{.PoolReaction.Max}} s</td></tr>
+{{with .WebhookDelivery}}<tr><th>queued webhook delivered (job → the controller's answer)</th><td>p50 {{.P50}} s, p95 {{.P95}} s, p99 {{.P99}} s, max {{.Max}} s</td></tr>{{end}}
 <tr><th>time to drain</th><td>{{.DrainSeconds}} s (drained: {{.Drained}})</td></tr>
 <tr><th>runners created</th><td>{{.RunnersCreated}}</td></tr>
 <tr><th>idle runner-seconds</th><td>{{.IdleRunnerSeconds}}</td></tr>

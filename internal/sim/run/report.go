@@ -30,7 +30,8 @@ import (
 // kube_api.pool_status_writes_per_second a mean over every pool of the scenario, and
 // added idle_runner_seconds_per_job and warm. Version 6 added caches. Version 7 added
 // warm (pickup and its cost after a warm pool's warm-up). Version 8 added
-// rest_not_modified, and left the REST calls answered 304 out of every other REST figure.
+// rest_not_modified and webhook_delivery_seconds, and left the REST calls answered 304
+// out of every other REST figure.
 const SchemaVersion = 8
 
 // Quantiles summarize a latency distribution, in seconds.
@@ -130,10 +131,15 @@ type Report struct {
 	PickupSeconds     Quantiles   `json:"pickup_seconds"`
 	ReactionSeconds   Quantiles   `json:"reaction_seconds"`
 	PoolReaction      Quantiles   `json:"pool_reaction_seconds"`
-	DrainSeconds      float64     `json:"drain_seconds"`
-	Drained           bool        `json:"drained"`
-	RunnersCreated    int         `json:"runners_created"`
-	IdleRunnerSeconds float64     `json:"idle_runner_seconds"`
+	// WebhookDelivery is how long GitHub took to deliver each job's queued webhook: from
+	// the job queued to the controller's answer (first attempts answered 2xx). It is
+	// part of reaction that happens before Gantry hears of the job. Absent when no
+	// queued webhook was delivered (scale-set demand).
+	WebhookDelivery   *Quantiles `json:"webhook_delivery_seconds,omitempty"`
+	DrainSeconds      float64    `json:"drain_seconds"`
+	Drained           bool       `json:"drained"`
+	RunnersCreated    int        `json:"runners_created"`
+	IdleRunnerSeconds float64    `json:"idle_runner_seconds"`
 	// IdleRunnerSecondsPerJob is idle_runner_seconds over jobs_total: what each job's
 	// pickup cost in runners kept waiting, so that a warmer pool is never faster for free.
 	IdleRunnerSecondsPerJob float64 `json:"idle_runner_seconds_per_job"`
@@ -189,6 +195,7 @@ type reportInputs struct {
 	events                 []agent.Event
 	runnersSeen            []time.Time
 	calls                  map[string]simgithub.CallCount
+	deliveries             []simgithub.Delivery
 	samples                []Sample
 	finished, drained      bool
 	lastJobDone, drainedAt time.Time
@@ -226,6 +233,10 @@ func buildReport(sc Scenario, in reportInputs) *Report {
 		r.IdleRunnerSecondsPerJob = round2(r.IdleRunnerSeconds / float64(r.JobsTotal))
 	}
 	r.PoolReaction = quantiles(poolReactions(in.jobs, in.runnersSeen, start))
+	if d := queuedDeliveryDelays(in.deliveries); len(d) > 0 {
+		q := quantiles(d)
+		r.WebhookDelivery = &q
+	}
 	lostWithNode := r.countKills(in.events, in.injections, start)
 	r.countCalls(in, sc.pools())
 	if in.drained && !in.lastJobDone.IsZero() {
@@ -331,6 +342,19 @@ func poolReactions(jobs []simgithub.Job, runnersSeen []time.Time, start time.Tim
 		seen = append(seen, t.Sub(start).Seconds())
 	}
 	return pairedDelays(queuedAt, seen)
+}
+
+// queuedDeliveryDelays are the seconds from each workflow_job queued event to the
+// receiver's 2xx answer to its first delivery attempt.
+func queuedDeliveryDelays(deliveries []simgithub.Delivery) []float64 {
+	var out []float64
+	for _, d := range deliveries {
+		if d.Event != "workflow_job" || d.Action != "queued" || d.Redelivery || !d.Done || d.StatusCode/100 != 2 || d.DeliveredAt.IsZero() {
+			continue
+		}
+		out = append(out, d.DeliveredAt.Sub(d.CreatedAt).Seconds())
+	}
+	return out
 }
 
 // runnerUse counts the runner pods created and the seconds runner processes ran

@@ -274,3 +274,39 @@ func TestBuiltInScenariosAreValid(t *testing.T) {
 		t.Error("a scenario without jobs is valid")
 	}
 }
+
+// Calls answered 304 are not counted against the rate limit, so not in the REST
+// figures; the queued webhooks' delivery time is reported from first attempts that
+// were answered 2xx.
+func TestReportNotModifiedAndWebhookDelivery(t *testing.T) {
+	calls := map[string]simgithub.CallCount{
+		"GET /repos/{owner}/{repo}/actions/runs":              {Total: 5, ByStatus: map[int]int64{200: 2, 304: 3}},
+		"POST /orgs/{org}/actions/runners/generate-jitconfig": {Total: 2, ByStatus: map[int]int64{201: 2}},
+	}
+	delivery := func(action string, redelivery bool, code int, took time.Duration) simgithub.Delivery {
+		return simgithub.Delivery{Event: "workflow_job", Action: action, Redelivery: redelivery, Done: true, StatusCode: code,
+			CreatedAt: t0, DeliveredAt: t0.Add(took)}
+	}
+	deliveries := []simgithub.Delivery{
+		delivery("queued", false, 202, 100*time.Millisecond),
+		delivery("queued", false, 202, 300*time.Millisecond),
+		delivery("queued", false, 0, time.Second),        // dropped: not delivered
+		delivery("queued", true, 202, time.Minute),       // a redelivery: GitHub did not time it
+		delivery("in_progress", false, 202, time.Minute), // not a queued event
+	}
+	jobs := []simgithub.Job{job(1, 0, 1, 2, "success"), job(2, 0, 1, 2, "success")}
+	r := buildReport(Scenarios["steady"], reportInputs{start: t0, jobs: jobs, calls: calls, deliveries: deliveries})
+	if r.RESTCallsPerJob != 2 || r.RESTNotModified != 3 || r.RESTCallsByRoute["GET /repos/{owner}/{repo}/actions/runs"] != 2 {
+		t.Errorf("REST calls per job %v, not modified %d, runs listings counted %d; want 2, 3, 2",
+			r.RESTCallsPerJob, r.RESTNotModified, r.RESTCallsByRoute["GET /repos/{owner}/{repo}/actions/runs"])
+	}
+	if r.WebhookDelivery == nil || r.WebhookDelivery.P50 != 0.1 || r.WebhookDelivery.Max != 0.3 {
+		t.Fatalf("webhook delivery = %+v, want p50 0.1 s and max 0.3 s over the two delivered first attempts", r.WebhookDelivery)
+	}
+	if !strings.Contains(r.Summary(), "queued webhook delivered") {
+		t.Errorf("summary lacks the webhook delivery line:\n%s", r.Summary())
+	}
+	if r := buildReport(Scenarios["steady"], reportInputs{start: t0, jobs: jobs}); r.WebhookDelivery != nil {
+		t.Errorf("webhook delivery without deliveries = %+v, want none", r.WebhookDelivery)
+	}
+}

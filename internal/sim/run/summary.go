@@ -28,6 +28,9 @@ func (r *Report) Summary() string {
 	}
 	fmt.Fprintf(&b, "  reaction p50 %.2fs  p95 %.2fs  p99 %.2fs  max %.2fs  (job → runner pod; job → Runner object: p50 %.2fs p99 %.2fs)\n",
 		r.ReactionSeconds.P50, r.ReactionSeconds.P95, r.ReactionSeconds.P99, r.ReactionSeconds.Max, r.PoolReaction.P50, r.PoolReaction.P99)
+	if d := r.WebhookDelivery; d != nil {
+		fmt.Fprintf(&b, "  queued webhook delivered (job → the controller's answer, GitHub's part of reaction): p50 %.2fs  p99 %.2fs  max %.2fs\n", d.P50, d.P99, d.Max)
+	}
 	fmt.Fprintf(&b, "  runners created %d, idle runner-seconds %.0f, drain %.1fs, busy runners killed %d\n", r.RunnersCreated, r.IdleRunnerSeconds, r.DrainSeconds, r.BusyRunnersKilled)
 	if f := r.Floor; f != nil {
 		fmt.Fprintf(&b, "  floor (oracle, %d workers, same jobs after Gantry's; load %.1f→%.1f): pickup p50 %.2fs p99 %.2fs, reaction p50 %.2fs p99 %.2fs; Gantry/floor p99: pickup %s, reaction %s\n",
