@@ -247,15 +247,16 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		return nil, err
 	}
 
+	births := &controller.RunnerBirths{}
 	if err := (&runnerpool.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GitHub: resolver, Tracker: tracker, Failures: failures,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Births: births, GitHub: resolver, Tracker: tracker, Failures: failures,
 		ScaleSets: scaleSets, Events: mgr.GetEventRecorder("gantry-runnerpool"), Clock: clk, FailureThreshold: failures.Threshold,
 		Warm: observations,
 	}).SetupWithManager(mgr, opts.Concurrency); err != nil {
 		return nil, err
 	}
 	if err := (&runner.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GitHub: resolver, Tracker: tracker,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Births: births, GitHub: resolver, Tracker: tracker,
 		ScaleSets: scaleSets, Failures: failures, Events: mgr.GetEventRecorder("gantry-runner"), Clock: clk,
 		FailedRetention: opts.FailedRunnerRetention, Warm: observations,
 	}).SetupWithManager(mgr, opts.RunnerConcurrency); err != nil {

@@ -17,6 +17,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,9 +52,16 @@ type Reconciler struct {
 	FailedRetention time.Duration
 	// Warm is told each runner's start time, for spec.warm.predictive; nil: not told.
 	Warm *warm.Observations
+	// Births are the Runners this process created (the RunnerPool reconciler records
+	// them): their Secret needs no lookup before registering. nil: every Runner's is
+	// looked up.
+	Births *controller.RunnerBirths
 
 	writes ownWrites
 	online onlineRunners
+	// secrets remembers, by Runner UID, the GitHub runner id of each runner Secret this
+	// process created, until the Runner's status shows the registration.
+	secrets sync.Map
 }
 
 // scope is one reconcile's working set.
@@ -83,6 +91,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		return reconcile.Result{RequeueAfter: behindRecheck}, nil
 	}
 	if !runner.DeletionTimestamp.IsZero() {
+		r.forgetRegistration(runner.UID)
 		return r.finalize(ctx, runner)
 	}
 	if runner.DecodeError != "" {

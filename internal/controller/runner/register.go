@@ -35,34 +35,32 @@ const annotationRunnerID = "gantry.dev/github-runner-id"
 
 // register gives the runner its GitHub registration: a JIT configuration kept only in a
 // Secret the Runner owns. Contract: it registers at most once per Runner — the Secret is
-// looked up uncached before GitHub is called, and a duplicate name (a registration whose
+// looked up uncached before GitHub is called (unless this process created the Runner
+// and remembers every Secret it wrote: RunnerBirths), and a duplicate name (a registration whose
 // Secret was never written) is removed from GitHub and registered again. Done when
 // status.githubRunnerID is set.
 func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
 	if s.runner.Status.GitHubRunnerID != 0 || s.runner.Status.RegisteredAt != nil {
+		r.forgetRegistration(s.runner.UID)
 		return reconcile.Result{}, true, nil
 	}
 	if s.runner.Status.Phase == "" {
 		s.runner.Status.Phase = v1alpha1.RunnerPending
 	}
-	// A Secret already there means an earlier reconcile registered and then lost the
-	// status write (a restart, a conflict): recover the id, never register twice.
-	var existing corev1.Secret
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.runner.Namespace, Name: s.runner.Name}, &existing)
-	if err == nil {
-		if _, token := existing.Data[RegistrationTokenKey]; token {
-			r.setRegistered(s, 0) // the runner registers itself; its id comes later
-			return reconcile.Result{}, true, nil
-		}
-		id, perr := strconv.ParseInt(existing.Annotations[annotationRunnerID], 10, 64)
-		if perr != nil || id == 0 {
-			return reconcile.Result{}, false, fmt.Errorf("runner secret %s has no %s annotation", existing.Name, annotationRunnerID)
-		}
-		r.setRegistered(s, id)
+	if id, ok := r.secrets.Load(s.runner.UID); ok {
+		// This process wrote the Secret; the status write saying so is not in the cache
+		// yet, or was lost.
+		r.setRegistered(s, id.(int64))
 		return reconcile.Result{}, true, nil
 	}
-	if !apierrors.IsNotFound(err) {
-		return reconcile.Result{}, false, fmt.Errorf("reading runner secret: %w", err)
+	// A Secret already there means an earlier reconcile registered and then lost the
+	// status write (a restart, a conflict): recover the id, never register twice. A
+	// Runner this process created and has not registered has none: no other process can
+	// have registered it (RunnerBirths), so it is not looked up.
+	if !r.Births.Ours(s.runner.UID) {
+		if found, err := r.recoverRegistration(ctx, s); found || err != nil {
+			return reconcile.Result{}, found, err
+		}
 	}
 
 	if s.pool.UsesScaleSet() {
@@ -86,8 +84,12 @@ func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, 
 		Labels:        s.pool.Spec.RunnerLabels(),
 	})
 	if github.IsAlreadyExists(err) {
-		// Registered before, but its Secret was never written: the JIT configuration is
-		// lost. Remove that registration and register again on the next pass.
+		// Registered before. If its Secret was written after all (a create that failed
+		// on the way back), recover from it; if not, the JIT configuration is lost:
+		// remove that registration and register again on the next pass.
+		if found, err := r.recoverRegistration(ctx, s); found || err != nil {
+			return reconcile.Result{}, found, err
+		}
 		return r.removeStaleRegistration(ctx, gh, sc, s)
 	}
 	if err != nil {
@@ -98,6 +100,7 @@ func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, 
 		map[string]string{annotationRunnerID: strconv.FormatInt(jit.Runner.ID, 10)}); err != nil {
 		return reconcile.Result{}, false, err
 	}
+	r.secrets.Store(s.runner.UID, jit.Runner.ID)
 	r.setRegistered(s, jit.Runner.ID)
 	s.runner.Status.Message = ""
 	return reconcile.Result{}, true, nil
@@ -116,6 +119,7 @@ func (r *Reconciler) registerWithToken(ctx context.Context, gh github.Client, sc
 	if err := r.createSecret(ctx, s, map[string][]byte{RegistrationTokenKey: []byte(tok.Token)}, nil); err != nil {
 		return reconcile.Result{}, false, err
 	}
+	r.secrets.Store(s.runner.UID, int64(0))
 	r.setRegistered(s, 0)
 	s.runner.Status.Message = ""
 	return reconcile.Result{}, true, nil
@@ -145,6 +149,36 @@ func (r *Reconciler) createSecret(ctx context.Context, s *scope, data map[string
 		return fmt.Errorf("creating runner secret: %w", err)
 	}
 	return nil
+}
+
+// recoverRegistration looks up the Runner's Secret uncached and, when it exists,
+// records the registration it holds: found is true. No Secret is found false, nil.
+func (r *Reconciler) recoverRegistration(ctx context.Context, s *scope) (found bool, err error) {
+	var existing corev1.Secret
+	err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.runner.Namespace, Name: s.runner.Name}, &existing)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading runner secret: %w", err)
+	}
+	if _, token := existing.Data[RegistrationTokenKey]; token {
+		r.setRegistered(s, 0) // the runner registers itself; its id comes later
+		return true, nil
+	}
+	id, perr := strconv.ParseInt(existing.Annotations[annotationRunnerID], 10, 64)
+	if perr != nil || id == 0 {
+		return false, fmt.Errorf("runner secret %s has no %s annotation", existing.Name, annotationRunnerID)
+	}
+	r.setRegistered(s, id)
+	return true, nil
+}
+
+// forgetRegistration lets go of what this process remembers of a Runner's birth and
+// Secret: its status shows the registration, or it is being deleted.
+func (r *Reconciler) forgetRegistration(uid types.UID) {
+	r.secrets.Delete(uid)
+	r.Births.Forget(uid)
 }
 
 // setRegistered records the registration; id is 0 when the runner registers itself.

@@ -37,8 +37,11 @@ func (r *Reconciler) registerInScaleSet(ctx context.Context, s *scope) (reconcil
 	log.FromContext(ctx).V(1).Info("Registering runner in the scale set", "scaleSetID", id)
 	jit, err := c.GenerateJitRunnerConfig(ctx, &scaleset.RunnerScaleSetJitRunnerSetting{Name: s.runner.Name, WorkFolder: "_work"}, int(id))
 	if scalesets.IsRunnerExists(err) {
-		// Registered before, but its Secret was never written: remove that
-		// registration and register again on the next pass.
+		// Registered before. If its Secret was written after all, recover from it; if
+		// not, remove that registration and register again on the next pass.
+		if found, err := r.recoverRegistration(ctx, s); found || err != nil {
+			return reconcile.Result{}, found, err
+		}
 		ref, ferr := c.GetRunnerByName(ctx, s.runner.Name)
 		if ferr != nil {
 			return reconcile.Result{}, false, fmt.Errorf("finding the stale registration of %s: %w", s.runner.Name, ferr)
@@ -57,6 +60,7 @@ func (r *Reconciler) registerInScaleSet(ctx context.Context, s *scope) (reconcil
 		map[string]string{annotationRunnerID: strconv.Itoa(jit.Runner.ID)}); err != nil {
 		return reconcile.Result{}, false, err
 	}
+	r.secrets.Store(s.runner.UID, int64(jit.Runner.ID))
 	r.setRegistered(s, int64(jit.Runner.ID))
 	s.runner.Status.Message = ""
 	return reconcile.Result{}, true, nil

@@ -48,6 +48,9 @@ type Reconciler struct {
 	Client client.Client
 	// APIReader reads credentials Secrets, which the cache does not hold.
 	APIReader client.Reader
+	// Births is told of each Runner created (shared with the Runner reconciler); nil:
+	// not told.
+	Births *controller.RunnerBirths
 	GitHub    *controller.GitHubResolver
 	Tracker   *demand.Tracker
 	// ScaleSets runs the scale-set pools' listeners (demand.source ScaleSet).

@@ -217,6 +217,7 @@ func (r *Reconciler) createRunner(ctx context.Context, pool *v1alpha1.RunnerPool
 		r.expectations.observed(key, rn.Name)
 		return fmt.Errorf("creating runner: %w", err)
 	}
+	r.Births.Born(rn.UID)
 	return nil
 }
 
