@@ -6,8 +6,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// RunnerBirths remembers, by UID, the Runners this process created, until the Runner
-// reconciler has registered them. Only the leader creates and registers runners, and a
+// RunnerBirths remembers, by namespace and name, the Runners this process created, until
+// the Runner reconciler has registered them. A birth is recorded before the create is
+// sent: the Runner's watch event can reach the Runner reconciler before the create's
+// answer reaches the pool's. Only the leader creates and registers runners, and a
 // process that loses leadership exits, so no other process can have registered a Runner
 // this one created: its Secret cannot exist unless this process wrote it. The Runner
 // reconciler uses that to skip the uncached Secret lookup before registering. The zero
@@ -16,25 +18,26 @@ type RunnerBirths struct {
 	m sync.Map
 }
 
-// Born records a Runner this process created.
-func (b *RunnerBirths) Born(uid types.UID) {
-	if b != nil && uid != "" {
-		b.m.Store(uid, struct{}{})
+// Born records a Runner this process is creating.
+func (b *RunnerBirths) Born(key types.NamespacedName) {
+	if b != nil {
+		b.m.Store(key, struct{}{})
 	}
 }
 
 // Ours reports whether this process created the Runner.
-func (b *RunnerBirths) Ours(uid types.UID) bool {
+func (b *RunnerBirths) Ours(key types.NamespacedName) bool {
 	if b == nil {
 		return false
 	}
-	_, ok := b.m.Load(uid)
+	_, ok := b.m.Load(key)
 	return ok
 }
 
-// Forget lets the Runner go: it is registered, or being deleted.
-func (b *RunnerBirths) Forget(uid types.UID) {
+// Forget lets the Runner go: its create failed, it is registered, or it is being
+// deleted.
+func (b *RunnerBirths) Forget(key types.NamespacedName) {
 	if b != nil {
-		b.m.Delete(uid)
+		b.m.Delete(key)
 	}
 }

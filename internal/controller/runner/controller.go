@@ -91,7 +91,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		return reconcile.Result{RequeueAfter: behindRecheck}, nil
 	}
 	if !runner.DeletionTimestamp.IsZero() {
-		r.forgetRegistration(runner.UID)
+		r.forgetRegistration(runner)
 		return r.finalize(ctx, runner)
 	}
 	if runner.DecodeError != "" {

@@ -41,7 +41,7 @@ const annotationRunnerID = "gantry.dev/github-runner-id"
 // status.githubRunnerID is set.
 func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
 	if s.runner.Status.GitHubRunnerID != 0 || s.runner.Status.RegisteredAt != nil {
-		r.forgetRegistration(s.runner.UID)
+		r.forgetRegistration(s.runner)
 		return reconcile.Result{}, true, nil
 	}
 	if s.runner.Status.Phase == "" {
@@ -57,7 +57,7 @@ func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, 
 	// status write (a restart, a conflict): recover the id, never register twice. A
 	// Runner this process created and has not registered has none: no other process can
 	// have registered it (RunnerBirths), so it is not looked up.
-	if !r.Births.Ours(s.runner.UID) {
+	if !r.Births.Ours(types.NamespacedName{Namespace: s.runner.Namespace, Name: s.runner.Name}) {
 		if found, err := r.recoverRegistration(ctx, s); found || err != nil {
 			return reconcile.Result{}, found, err
 		}
@@ -176,9 +176,9 @@ func (r *Reconciler) recoverRegistration(ctx context.Context, s *scope) (found b
 
 // forgetRegistration lets go of what this process remembers of a Runner's birth and
 // Secret: its status shows the registration, or it is being deleted.
-func (r *Reconciler) forgetRegistration(uid types.UID) {
-	r.secrets.Delete(uid)
-	r.Births.Forget(uid)
+func (r *Reconciler) forgetRegistration(rn *v1alpha1.Runner) {
+	r.secrets.Delete(rn.UID)
+	r.Births.Forget(types.NamespacedName{Namespace: rn.Namespace, Name: rn.Name})
 }
 
 // setRegistered records the registration; id is 0 when the runner registers itself.

@@ -52,7 +52,7 @@ func TestRegisterLooksUpOnlySecretsItCannotKnow(t *testing.T) {
 		return done
 	}
 
-	births.Born("ours")
+	births.Born(types.NamespacedName{Namespace: "ci", Name: "linux-ours"})
 	if register(runner("ours")); reader.gets != 0 {
 		t.Errorf("a Runner this process created: %d Secret lookups, want 0", reader.gets)
 	}
@@ -68,11 +68,11 @@ func TestRegisterLooksUpOnlySecretsItCannotKnow(t *testing.T) {
 	if st := written.runner.Status; st.GitHubRunnerID != 42 || st.RegisteredAt == nil {
 		t.Errorf("status: id %d, registered at %v; want 42 and set", st.GitHubRunnerID, st.RegisteredAt)
 	}
-	births.Born(written.runner.UID)
+	births.Born(types.NamespacedName{Namespace: "ci", Name: written.runner.Name})
 	if !register(written) { // its status shows the registration now: both memories let go
 		t.Fatal("a registered Runner is not done")
 	}
-	if _, ok := r.secrets.Load(written.runner.UID); ok || births.Ours(written.runner.UID) {
+	if _, ok := r.secrets.Load(written.runner.UID); ok || births.Ours(types.NamespacedName{Namespace: "ci", Name: written.runner.Name}) {
 		t.Error("the Runner is still remembered after its status showed the registration")
 	}
 }

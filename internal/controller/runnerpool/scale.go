@@ -213,11 +213,13 @@ func (r *Reconciler) createRunner(ctx context.Context, pool *v1alpha1.RunnerPool
 		return err
 	}
 	r.expectations.expect(key, rn.Name, r.Clock.Now())
+	name := types.NamespacedName{Namespace: rn.Namespace, Name: rn.Name}
+	r.Births.Born(name)
 	if err := r.Client.Create(ctx, rn); err != nil {
 		r.expectations.observed(key, rn.Name)
+		r.Births.Forget(name)
 		return fmt.Errorf("creating runner: %w", err)
 	}
-	r.Births.Born(rn.UID)
 	return nil
 }
 
