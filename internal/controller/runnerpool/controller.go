@@ -50,9 +50,9 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Births is told of each Runner created (shared with the Runner reconciler); nil:
 	// not told.
-	Births *controller.RunnerBirths
-	GitHub    *controller.GitHubResolver
-	Tracker   *demand.Tracker
+	Births  *controller.RunnerBirths
+	GitHub  *controller.GitHubResolver
+	Tracker *demand.Tracker
 	// ScaleSets runs the scale-set pools' listeners (demand.source ScaleSet).
 	ScaleSets *scaleset.Manager
 	Failures  *controller.FailureBackoff
