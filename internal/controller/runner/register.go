@@ -36,9 +36,9 @@ const annotationRunnerID = "gantry.dev/github-runner-id"
 // register gives the runner its GitHub registration: a JIT configuration kept only in a
 // Secret the Runner owns. Contract: it registers at most once per Runner — the Secret is
 // looked up uncached before GitHub is called (unless this process created the Runner
-// and remembers every Secret it wrote: RunnerBirths), and a duplicate name (a registration whose
-// Secret was never written) is removed from GitHub and registered again. Done when
-// status.githubRunnerID is set.
+// and remembers every Secret it wrote: RunnerBirths), and a duplicate name (a
+// registration whose Secret was never written) is removed from GitHub and registered
+// again. Done when status.githubRunnerID is set.
 func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
 	if s.runner.Status.GitHubRunnerID != 0 || s.runner.Status.RegisteredAt != nil {
 		r.forgetRegistration(s.runner)
