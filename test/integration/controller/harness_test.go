@@ -6,6 +6,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -256,9 +257,15 @@ func (w *world) playRunners(pool, what string, done func(completed map[int64]boo
 				defer wg.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				defer cancel()
-				if _, err := agent.Run(ctx, runnerapi.RunOptions{PollWait: 2 * time.Second}); err != nil {
+				job, err := agent.Run(ctx, runnerapi.RunOptions{PollWait: 2 * time.Second})
+				if errors.Is(err, runnerapi.ErrRunnerRemoved) && job.ID == 0 {
+					// Retired while idle, before any job: the pool may do that, and the
+					// runner is deleted with its pod. Removed mid-job stays an error.
+					return
+				}
+				if err != nil {
 					mu.Lock()
-					errs = append(errs, err)
+					errs = append(errs, fmt.Errorf("runner %s (job %d): %w", name, job.ID, err))
 					mu.Unlock()
 					return
 				}
