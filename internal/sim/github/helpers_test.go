@@ -147,6 +147,12 @@ type response struct {
 // do sends one request; auth is the whole Authorization header ("" for none).
 func (w *world) do(t testing.TB, method, path, auth, body string) response {
 	t.Helper()
+	return w.doWith(t, method, path, auth, body, nil)
+}
+
+// doWith is do with extra request headers.
+func (w *world) doWith(t testing.TB, method, path, auth, body string, header http.Header) response {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -157,6 +163,9 @@ func (w *world) do(t testing.TB, method, path, auth, body string) response {
 	}
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	resp, err := w.srv.Client().Do(req)
 	if err != nil {

@@ -1,7 +1,6 @@
 package github
 
 import (
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -318,24 +317,11 @@ func TestConditionalRequests(t *testing.T) {
 	w := newWorld(t, worldOpts{opts: Options{RateLimits: RateLimits{PAT: 10}}})
 	get := func(etag string) response {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), "GET", w.srv.URL+"/orgs/acme/actions/runners", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "token "+testPAT)
+		h := http.Header{}
 		if etag != "" {
-			req.Header.Set("If-None-Match", etag)
+			h.Set("If-None-Match", etag)
 		}
-		resp, err := w.srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return response{code: resp.StatusCode, header: resp.Header, body: b}
+		return w.doWith(t, "GET", "/orgs/acme/actions/runners", "token "+testPAT, "", h)
 	}
 	first := get("")
 	etag := first.header.Get("ETag")
