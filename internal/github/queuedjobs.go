@@ -58,7 +58,7 @@ func (c *client) ListQueuedJobs(ctx context.Context, repo Scope, skip func(runID
 					}
 					continue
 				}
-				pages, queued, err := c.runJobs(repo, id, oldJobs[id], get, what)
+				pages, queued, err := runJobs(repo, id, oldJobs[id], get, what)
 				if err != nil {
 					return QueuedJobs{}, err
 				}
@@ -77,7 +77,7 @@ func (c *client) ListQueuedJobs(ctx context.Context, repo Scope, skip func(runID
 
 // runJobs lists the jobs of one run, every page, and returns the pages to keep and the
 // jobs still queued.
-func (c *client) runJobs(repo Scope, runID int64, old []condPage, get func(string, condPage) (condPage, error), what string) ([]condPage, []Job, error) {
+func runJobs(repo Scope, runID int64, old []condPage, get func(string, condPage) (condPage, error), what string) ([]condPage, []Job, error) {
 	var pages []condPage
 	var queued []Job
 	for page := 1; page > 0; page = pages[len(pages)-1].next {
