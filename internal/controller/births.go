@@ -7,7 +7,7 @@ import (
 )
 
 // RunnerBirths remembers, by namespace and name, the Runners this process created, until
-// the Runner reconciler has registered them. A birth is recorded before the create is
+// their stored status shows their registration. A birth is recorded before the create is
 // sent: the Runner's watch event can reach the Runner reconciler before the create's
 // answer reaches the pool's. Only the leader creates and registers runners, and a
 // process that loses leadership exits, so no other process can have registered a Runner
@@ -34,8 +34,8 @@ func (b *RunnerBirths) Ours(key types.NamespacedName) bool {
 	return ok
 }
 
-// Forget lets the Runner go: its create failed, it is registered, or it is being
-// deleted.
+// Forget lets the Runner go: its create failed, its status shows its registration, or
+// it is gone.
 func (b *RunnerBirths) Forget(key types.NamespacedName) {
 	if b != nil {
 		b.m.Delete(key)

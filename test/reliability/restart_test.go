@@ -143,7 +143,12 @@ func (w *world) runnersWithPodsIn(pool string) []string {
 	}
 	names := []string{}
 	for _, r := range list.Items {
-		if !r.DeletionTimestamp.IsZero() || r.Status.Phase == v1alpha1.RunnerFailed || r.Status.PodName == "" {
+		if !r.DeletionTimestamp.IsZero() || r.Status.Phase == v1alpha1.RunnerFailed {
+			continue
+		}
+		// The pod itself, not status.podName: a new runner's status records its pod
+		// with its first change.
+		if err := cp.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: r.Name}, &corev1.Pod{}); err != nil {
 			continue
 		}
 		names = append(names, r.Name)

@@ -139,7 +139,9 @@ func TestStuckPods(t *testing.T) {
 			var runners v1alpha1.RunnerList
 			if err := cp.c.List(ctx, &runners, client.InNamespace(w.ns)); err == nil {
 				for _, r := range runners.Items {
-					if r.Status.Phase != v1alpha1.RunnerPending || !r.DeletionTimestamp.IsZero() || r.Status.PodName == "" {
+					// No phase yet is pending too: a new runner's status is written with
+					// its first change.
+					if (r.Status.Phase != "" && r.Status.Phase != v1alpha1.RunnerPending) || !r.DeletionTimestamp.IsZero() {
 						continue
 					}
 					var pod corev1.Pod

@@ -11,13 +11,13 @@
 //	finalize.go  unregister from GitHub (a busy runner is kept), delete pod and Secret
 //
 // ownwrites.go keeps a reconcile from acting on a cached Runner older than the
-// controller's own last write to it.
+// controller's own last write to it; unwritten.go remembers a new runner's registration
+// and pod until the status write that records them with its job.
 package runner
 
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,11 +57,9 @@ type Reconciler struct {
 	// looked up.
 	Births *controller.RunnerBirths
 
-	writes ownWrites
-	online onlineRunners
-	// secrets remembers, by Runner UID, the GitHub runner id of each runner Secret this
-	// process created, until the Runner's status shows the registration.
-	secrets sync.Map
+	writes    ownWrites
+	online    onlineRunners
+	unwritten unwrittenStatus
 }
 
 // scope is one reconcile's working set.
@@ -82,6 +80,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if err := r.Client.Get(ctx, req.NamespacedName, runner); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.writes.forget(req.NamespacedName)
+			r.forgetRegistration(req.NamespacedName)
 		}
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 	}
@@ -91,7 +90,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		return reconcile.Result{RequeueAfter: behindRecheck}, nil
 	}
 	if !runner.DeletionTimestamp.IsZero() {
-		r.forgetRegistration(runner)
 		return r.finalize(ctx, runner)
 	}
 	if runner.DecodeError != "" {
@@ -122,16 +120,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		return reconcile.Result{}, err
 	}
 
-	if pool.DecodeError != "" && runner.Status.PodName == "" {
+	if pool.DecodeError != "" && runner.Status.PodName == "" && !r.podMade(runner) {
 		// Part of the pool's spec cannot be read (its conditions say which): start no
 		// runner from the rest. Runners already running go on.
 		return reconcile.Result{RequeueAfter: time.Minute}, nil
 	}
 
 	s := &scope{runner: runner, pool: pool, before: runner.DeepCopy()}
+	r.recall(s)
 	defer func() {
-		if perr := r.patchStatus(ctx, s); perr != nil && err == nil {
+		later, perr := r.writeStatus(ctx, s)
+		if perr != nil && err == nil {
 			err = perr
+		}
+		if later > 0 && (res.RequeueAfter == 0 || later < res.RequeueAfter) {
+			res.RequeueAfter = later // to write what waits, if nothing else has by then
 		}
 	}()
 
@@ -156,6 +159,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 // behindRecheck is the backstop requeue of a runner the cache shows older than this
 // controller's last write to it.
 const behindRecheck = 2 * time.Second
+
+// writeStatus writes the reconcile's status, unless only what this process remembers
+// changed and may wait (writeLater): then it returns how long.
+func (r *Reconciler) writeStatus(ctx context.Context, s *scope) (time.Duration, error) {
+	if later := r.writeLater(s); later > 0 {
+		return later, nil
+	}
+	return 0, r.patchStatus(ctx, s)
+}
 
 func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
 	if equalStatus(s.before.Status, s.runner.Status) {

@@ -35,12 +35,16 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 		return reconcile.Result{}, nil
 	}
 	logger := log.FromContext(ctx)
+	stored := runner.DeepCopy()
+	if e := r.unwritten.get(runner); e != nil {
+		e.applyTo(&runner.Status, runner.Name)
+	}
 	exited, err := r.podExited(ctx, runner)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	if !exited {
-		if err := r.markDeleting(ctx, runner); err != nil {
+		if err := r.markDeleting(ctx, runner, stored); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -49,6 +53,15 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 	// itself from GitHub as it does — even when the job's in_progress word was missed.
 	selfRemoved := runner.Status.Phase == v1alpha1.RunnerSucceeded || exited
 	registered := runner.Status.GitHubRunnerID != 0 || runner.Status.RegisteredAt != nil
+	if !registered && !selfRemoved && !r.Births.Ours(keyOf(runner)) {
+		// Neither its status nor this process knows of a registration: an earlier
+		// process may have made one and not recorded it. Its Secret says.
+		found, id, err := r.readRegistration(ctx, runner)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		registered, runner.Status.GitHubRunnerID = found, id
+	}
 	if registered && !selfRemoved {
 		res, err := r.unregister(ctx, runner)
 		if err != nil || !res.IsZero() {
@@ -81,6 +94,7 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 	}
 	r.writes.finalized(runner, r.Clock.Now())
+	r.forgetRegistration(keyOf(runner))
 	return reconcile.Result{}, nil
 }
 
@@ -138,18 +152,19 @@ func (r *Reconciler) unregister(ctx context.Context, runner *v1alpha1.Runner) (r
 
 // markDeleting sets phase Deleting on an idle or pending runner being finalized. A busy
 // runner stays Busy (it finishes its job), a finished one keeps Succeeded or Failed.
-func (r *Reconciler) markDeleting(ctx context.Context, runner *v1alpha1.Runner) error {
+// stored is the Runner as read: the write also records what this process remembered
+// of it (unwritten.go) and runner shows.
+func (r *Reconciler) markDeleting(ctx context.Context, runner, stored *v1alpha1.Runner) error {
 	switch runner.Status.Phase {
 	case "", v1alpha1.RunnerPending, v1alpha1.RunnerIdle:
 	default:
 		return nil
 	}
-	before := runner.DeepCopy()
 	runner.Status.Phase = v1alpha1.RunnerDeleting
-	if err := r.Client.Status().Patch(ctx, runner, ctrl.MergeFrom(before)); err != nil {
+	if err := r.Client.Status().Patch(ctx, runner, ctrl.MergeFrom(stored)); err != nil {
 		return ctrl.IgnoreNotFound(err)
 	}
-	r.writes.wrote(runner, before.ResourceVersion, r.Clock.Now())
+	r.writes.wrote(runner, stored.ResourceVersion, r.Clock.Now())
 	return nil
 }
 

@@ -20,32 +20,46 @@ import (
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 )
 
+// annotationTemplateHash on the runner's pod is the hash of the pool template it was
+// made from (TemplateHash), for a restart that finds the pod before its status shows it.
+const annotationTemplateHash = "gantry.dev/template-hash"
+
 // EnvJITConfig is the variable the official runner image reads its JIT configuration from.
 const EnvJITConfig = "ACTIONS_RUNNER_INPUT_JITCONFIG"
 
 // ensurePod makes sure the runner has its pod, named like the Runner. Contract: at most
 // one pod per Runner, ever: the deterministic name makes the API server refuse a
-// duplicate, and a pod that existed (status.podName is set) and is gone — confirmed by
-// an uncached read — fails the runner with PodDeleted instead of being recreated. Done
-// when s.pod is set.
+// duplicate, and a pod that existed (status.podName is set, or this process remembers
+// making it: unwritten.go) and is gone — confirmed by an uncached read — fails the
+// runner with PodDeleted instead of being recreated. So does a missing pod whose runner
+// an earlier process registered: that process may have made it. Done when s.pod is set.
 func (r *Reconciler) ensurePod(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
 	key := types.NamespacedName{Namespace: s.runner.Namespace, Name: s.runner.Name}
+	unknown := r.podUnknown(s)
 	pod := &corev1.Pod{}
 	err := r.Client.Get(ctx, key, pod)
-	if apierrors.IsNotFound(err) && s.runner.Status.PodName != "" {
-		// Created before: confirm it is really gone, not just missing from the cache.
+	if apierrors.IsNotFound(err) && (s.runner.Status.PodName != "" || unknown) {
+		// Created before, or maybe: confirm it is really gone, not just missing from the
+		// cache.
 		err = r.APIReader.Get(ctx, key, pod)
 	}
 	switch {
 	case err == nil:
 		s.pod = pod
-		s.runner.Status.PodName = pod.Name
+		if s.runner.Status.PodName == "" {
+			// Made by an earlier pass whose record is not in this status.
+			s.runner.Status.PodName = pod.Name
+			if s.runner.Status.TemplateHash == "" {
+				s.runner.Status.TemplateHash = pod.Annotations[annotationTemplateHash]
+			}
+			r.unwritten.podMade(s.runner, &s.runner.Status, r.Clock.Now())
+		}
 		podCreated(s)
 		return reconcile.Result{}, true, nil
 	case !apierrors.IsNotFound(err):
 		return reconcile.Result{}, false, fmt.Errorf("reading runner pod: %w", err)
 	}
-	if s.runner.Status.PodName != "" {
+	if s.runner.Status.PodName != "" || unknown {
 		// The cache may be behind our own status write: a runner failed a moment ago
 		// deleted its pod itself. Decide on the stored Runner, not the cached one.
 		fresh := &v1alpha1.Runner{}
@@ -61,10 +75,19 @@ func (r *Reconciler) ensurePod(ctx context.Context, s *scope) (reconcile.Result,
 			s.runner.Status.Phase = v1alpha1.RunnerSucceeded
 			return r.complete(ctx, s)
 		}
+		if s.runner.Status.PodName == "" {
+			return r.fail(ctx, s, v1alpha1.ReasonPodDeleted, "the runner's pod is not there, and whether it ever ran cannot be told: "+
+				"the controller restarted after registering the runner and before recording its pod. It is not given a second pod; the pool replaces it")
+		}
 		return r.fail(ctx, s, v1alpha1.ReasonPodDeleted, "the runner's pod was deleted before the runner ran a job")
 	}
 
 	pod = buildPod(s.runner, s.pool)
+	hash := TemplateHash(s.pool.Spec.Template)
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[annotationTemplateHash] = hash
 	if err := controllerutil.SetControllerReference(s.runner, pod, r.Client.Scheme()); err != nil {
 		return reconcile.Result{}, false, err
 	}
@@ -86,7 +109,8 @@ func (r *Reconciler) ensurePod(ctx context.Context, s *scope) (reconcile.Result,
 		return reconcile.Result{}, false, fmt.Errorf("creating runner pod: %w", err)
 	}
 	s.runner.Status.PodName = pod.Name
-	s.runner.Status.TemplateHash = TemplateHash(s.pool.Spec.Template)
+	s.runner.Status.TemplateHash = hash
+	r.unwritten.podMade(s.runner, &s.runner.Status, r.Clock.Now())
 	podCreated(s)
 	// The pod watch brings the runner back when the pod changes.
 	return reconcile.Result{}, false, nil

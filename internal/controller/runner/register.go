@@ -34,30 +34,28 @@ const RegistrationTokenKey = "registration-token"
 const annotationRunnerID = "gantry.dev/github-runner-id"
 
 // register gives the runner its GitHub registration: a JIT configuration kept only in a
-// Secret the Runner owns. Contract: it registers at most once per Runner — the Secret is
-// looked up uncached before GitHub is called (unless this process created the Runner
-// and remembers every Secret it wrote: RunnerBirths), and a duplicate name (a
-// registration whose Secret was never written) is removed from GitHub and registered
-// again. Done when status.githubRunnerID is set.
+// Secret the Runner owns. Contract: it registers at most once per Runner — a
+// registration this process made is remembered until the status shows it
+// (unwritten.go), the Secret is looked up uncached before GitHub is called (unless this
+// process created the Runner: RunnerBirths), and a duplicate name (a registration whose
+// Secret was never written) is removed from GitHub and registered again. Done when the
+// working status shows the registration.
 func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
+	key := keyOf(s.runner)
+	if s.before.Status.GitHubRunnerID != 0 || s.before.Status.RegisteredAt != nil {
+		r.Births.Forget(key)
+	}
 	if s.runner.Status.GitHubRunnerID != 0 || s.runner.Status.RegisteredAt != nil {
-		r.forgetRegistration(s.runner)
 		return reconcile.Result{}, true, nil
 	}
 	if s.runner.Status.Phase == "" {
 		s.runner.Status.Phase = v1alpha1.RunnerPending
 	}
-	if id, ok := r.secrets.Load(s.runner.UID); ok {
-		// This process wrote the Secret; the status write saying so is not in the cache
-		// yet, or was lost.
-		r.setRegistered(s, id.(int64))
-		return reconcile.Result{}, true, nil
-	}
-	// A Secret already there means an earlier reconcile registered and then lost the
-	// status write (a restart, a conflict): recover the id, never register twice. A
-	// Runner this process created and has not registered has none: no other process can
-	// have registered it (RunnerBirths), so it is not looked up.
-	if !r.Births.Ours(types.NamespacedName{Namespace: s.runner.Namespace, Name: s.runner.Name}) {
+	// A Secret already there means an earlier process registered the runner and did not
+	// record it (a restart): recover the id, never register twice. A Runner this process
+	// created and has not registered has none: no other process can have registered it
+	// (RunnerBirths), so it is not looked up.
+	if !r.Births.Ours(key) {
 		if found, err := r.recoverRegistration(ctx, s); found || err != nil {
 			return reconcile.Result{}, found, err
 		}
@@ -100,8 +98,7 @@ func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, 
 		map[string]string{annotationRunnerID: strconv.FormatInt(jit.Runner.ID, 10)}); err != nil {
 		return reconcile.Result{}, false, err
 	}
-	r.secrets.Store(s.runner.UID, jit.Runner.ID)
-	r.setRegistered(s, jit.Runner.ID)
+	r.setRegistered(s, jit.Runner.ID, false)
 	s.runner.Status.Message = ""
 	return reconcile.Result{}, true, nil
 }
@@ -119,8 +116,7 @@ func (r *Reconciler) registerWithToken(ctx context.Context, gh github.Client, sc
 	if err := r.createSecret(ctx, s, map[string][]byte{RegistrationTokenKey: []byte(tok.Token)}, nil); err != nil {
 		return reconcile.Result{}, false, err
 	}
-	r.secrets.Store(s.runner.UID, int64(0))
-	r.setRegistered(s, 0)
+	r.setRegistered(s, 0, false)
 	s.runner.Status.Message = ""
 	return reconcile.Result{}, true, nil
 }
@@ -154,41 +150,56 @@ func (r *Reconciler) createSecret(ctx context.Context, s *scope, data map[string
 // recoverRegistration looks up the Runner's Secret uncached and, when it exists,
 // records the registration it holds: found is true. No Secret is found false, nil.
 func (r *Reconciler) recoverRegistration(ctx context.Context, s *scope) (found bool, err error) {
+	found, id, err := r.readRegistration(ctx, s.runner)
+	if found {
+		// Made by another process unless this one created the Runner: its pod too, then.
+		r.setRegistered(s, id, !r.Births.Ours(keyOf(s.runner)))
+	}
+	return found, err
+}
+
+// readRegistration reads the Runner's Secret uncached: found is whether it exists, id
+// the GitHub runner id it was registered with (0: the runner registers itself with the
+// pool's token).
+func (r *Reconciler) readRegistration(ctx context.Context, rn *v1alpha1.Runner) (found bool, id int64, err error) {
 	var existing corev1.Secret
-	err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.runner.Namespace, Name: s.runner.Name}, &existing)
+	err = r.APIReader.Get(ctx, keyOf(rn), &existing)
 	if apierrors.IsNotFound(err) {
-		return false, nil
+		return false, 0, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("reading runner secret: %w", err)
+		return false, 0, fmt.Errorf("reading runner secret: %w", err)
 	}
 	if _, token := existing.Data[RegistrationTokenKey]; token {
-		r.setRegistered(s, 0) // the runner registers itself; its id comes later
-		return true, nil
+		return true, 0, nil // the runner registers itself; its id comes later
 	}
 	id, perr := strconv.ParseInt(existing.Annotations[annotationRunnerID], 10, 64)
 	if perr != nil || id == 0 {
-		return false, fmt.Errorf("runner secret %s has no %s annotation", existing.Name, annotationRunnerID)
+		return false, 0, fmt.Errorf("runner secret %s has no %s annotation", existing.Name, annotationRunnerID)
 	}
-	r.setRegistered(s, id)
-	return true, nil
+	return true, id, nil
 }
 
-// forgetRegistration lets go of what this process remembers of a Runner's birth and
-// Secret: its status shows the registration, or it is being deleted.
-func (r *Reconciler) forgetRegistration(rn *v1alpha1.Runner) {
-	r.secrets.Delete(rn.UID)
-	r.Births.Forget(types.NamespacedName{Namespace: rn.Namespace, Name: rn.Name})
+// forgetRegistration lets go of what this process remembers of a Runner: it is gone.
+func (r *Reconciler) forgetRegistration(key types.NamespacedName) {
+	r.unwritten.forget(key)
+	r.Births.Forget(key)
 }
 
-// setRegistered records the registration; id is 0 when the runner registers itself.
-func (r *Reconciler) setRegistered(s *scope, id int64) {
+// setRegistered records the registration in the working status and remembers it until
+// the stored status shows it; id is 0 when the runner registers itself. recovered: the
+// registration was read back, not made by this process.
+func (r *Reconciler) setRegistered(s *scope, id int64, recovered bool) {
 	now := metav1.NewTime(r.Clock.Now())
 	s.runner.Status.GitHubRunnerID = id
 	s.runner.Status.GitHubRunnerName = s.runner.Name
 	if s.runner.Status.RegisteredAt == nil {
 		s.runner.Status.RegisteredAt = &now
 	}
+	if s.runner.Status.Phase == "" {
+		s.runner.Status.Phase = v1alpha1.RunnerPending
+	}
+	r.unwritten.registered(s.runner, &s.runner.Status, recovered, r.Clock.Now())
 }
 
 func (r *Reconciler) removeStaleRegistration(ctx context.Context, gh github.Client, sc github.Scope, s *scope) (reconcile.Result, bool, error) {

@@ -41,7 +41,8 @@ func TestRegisterLooksUpOnlySecretsItCannotKnow(t *testing.T) {
 	// after the lookup it would make.
 	pool := &v1alpha1.RunnerPool{Spec: v1alpha1.RunnerPoolSpec{GitHub: v1alpha1.GitHubSpec{URL: "::"}}}
 	runner := func(uid types.UID) *scope {
-		return &scope{runner: &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "linux-" + string(uid), UID: uid}}, pool: pool}
+		rn := &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "linux-" + string(uid), UID: uid}}
+		return &scope{runner: rn, before: rn.DeepCopy(), pool: pool}
 	}
 	register := func(s *scope) bool {
 		t.Helper()
@@ -61,18 +62,24 @@ func TestRegisterLooksUpOnlySecretsItCannotKnow(t *testing.T) {
 	}
 
 	written := runner("written")
-	r.secrets.Store(written.runner.UID, int64(42))
-	if !register(written) || reader.gets != 1 {
-		t.Fatalf("a Runner whose Secret this process wrote: done false or a lookup (%d in all)", reader.gets)
+	r.setRegistered(written, 42, false) // a registration this process made earlier
+	again := runner("written")
+	r.recall(again)
+	if !register(again) || reader.gets != 1 {
+		t.Fatalf("a Runner this process registered: done false or a lookup (%d in all)", reader.gets)
 	}
-	if st := written.runner.Status; st.GitHubRunnerID != 42 || st.RegisteredAt == nil {
+	if st := again.runner.Status; st.GitHubRunnerID != 42 || st.RegisteredAt == nil {
 		t.Errorf("status: id %d, registered at %v; want 42 and set", st.GitHubRunnerID, st.RegisteredAt)
 	}
 	births.Born(types.NamespacedName{Namespace: "ci", Name: written.runner.Name})
-	if !register(written) { // its status shows the registration now: both memories let go
+	shown := runner("written")
+	shown.runner.Status = again.runner.Status
+	shown.before = shown.runner.DeepCopy()
+	r.recall(shown)
+	if !register(shown) { // its stored status shows the registration now: both memories let go
 		t.Fatal("a registered Runner is not done")
 	}
-	if _, ok := r.secrets.Load(written.runner.UID); ok || births.Ours(types.NamespacedName{Namespace: "ci", Name: written.runner.Name}) {
+	if r.unwritten.get(shown.runner) != nil || births.Ours(types.NamespacedName{Namespace: "ci", Name: written.runner.Name}) {
 		t.Error("the Runner is still remembered after its status showed the registration")
 	}
 }

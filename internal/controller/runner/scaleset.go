@@ -60,8 +60,7 @@ func (r *Reconciler) registerInScaleSet(ctx context.Context, s *scope) (reconcil
 		map[string]string{annotationRunnerID: strconv.Itoa(jit.Runner.ID)}); err != nil {
 		return reconcile.Result{}, false, err
 	}
-	r.secrets.Store(s.runner.UID, int64(jit.Runner.ID))
-	r.setRegistered(s, int64(jit.Runner.ID))
+	r.setRegistered(s, int64(jit.Runner.ID), false)
 	s.runner.Status.Message = ""
 	return reconcile.Result{}, true, nil
 }

@@ -165,7 +165,7 @@ func TestGitHubAppCredentialsRegisterRunners(t *testing.T) {
 			return false, nil
 		}
 		for _, r := range rs {
-			if r.Status.GitHubRunnerID == 0 {
+			if !w.hasPod(r.Name) {
 				return false, nil
 			}
 		}

@@ -234,19 +234,19 @@ func (w *world) playRunners(pool, what string, done func(completed map[int64]boo
 			check()
 		}
 		for _, rn := range w.runners(pool) {
-			if started[rn.Name] || rn.Status.PodName == "" || rn.Status.GitHubRunnerID == 0 || !rn.DeletionTimestamp.IsZero() {
+			if started[rn.Name] || !rn.DeletionTimestamp.IsZero() {
 				continue
 			}
-			// The pool may retire an idle runner between the list and here: its pod and
-			// Secret are then gone, and there is nothing to play. Another error is tried
-			// again at the next poll.
+			// A kubelet starts the pod as soon as it exists: the runner is registered
+			// then, whether or not its status says so yet. No pod yet, or none any more
+			// (the pool retired the idle runner between the list and here), is nothing
+			// to play for now.
 			err := w.markPodRunning(w.ctx(), rn.Name)
 			var agent *runnerapi.Client
 			if err == nil {
 				agent, err = w.agentFor(w.ctx(), rn.Name)
 			}
 			if apierrors.IsNotFound(err) {
-				started[rn.Name] = true
 				continue
 			} else if err != nil {
 				return false, fmt.Errorf("starting runner %s: %w", rn.Name, err)

@@ -36,7 +36,7 @@ func TestDefaultLabelsRouteTheCommonRunsOn(t *testing.T) {
 	var rn v1alpha1.Runner
 	w.eventually("a registered runner with a pod", func() (bool, error) {
 		rs := w.runners("plain")
-		if len(rs) != 1 || rs[0].Status.GitHubRunnerID == 0 || rs[0].Status.PodName == "" {
+		if len(rs) != 1 || !w.hasPod(rs[0].Name) {
 			return false, nil
 		}
 		rn = rs[0]

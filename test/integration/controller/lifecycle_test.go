@@ -40,7 +40,7 @@ func TestQueuedJobGetsAFreshRunnerAndNothingIsLeftOver(t *testing.T) {
 	var rn v1alpha1.Runner
 	w.eventually("a registered runner", func() (bool, error) {
 		rs := w.runners("linux")
-		if len(rs) != 1 || rs[0].Status.GitHubRunnerID == 0 || rs[0].Status.PodName == "" {
+		if len(rs) != 1 || !w.hasPod(rs[0].Name) {
 			return false, nil
 		}
 		rn = rs[0]
@@ -140,7 +140,7 @@ func TestWarmPoolScalesToZeroAndUnregisters(t *testing.T) {
 		rs := w.runners("warm")
 		names = names[:0]
 		for _, r := range rs {
-			if r.Status.GitHubRunnerID == 0 || r.Status.PodName == "" {
+			if !w.hasPod(r.Name) {
 				return false, nil
 			}
 			names = append(names, r.Name)
@@ -186,7 +186,7 @@ func TestBusyRunnerSurvivesDeletionUntilItsJobEnds(t *testing.T) {
 	var rn v1alpha1.Runner
 	w.eventually("a registered runner", func() (bool, error) {
 		rs := w.runners("busy")
-		if len(rs) != 1 || rs[0].Status.GitHubRunnerID == 0 || rs[0].Status.PodName == "" {
+		if len(rs) != 1 || !w.hasPod(rs[0].Name) {
 			return false, nil
 		}
 		rn = rs[0]
@@ -251,7 +251,7 @@ func TestInvalidImageFailsTheRunnerAtOnce(t *testing.T) {
 	var rn v1alpha1.Runner
 	w.eventually("a runner with a pod", func() (bool, error) {
 		rs := w.runners("badimage")
-		if len(rs) != 1 || rs[0].Status.PodName == "" {
+		if len(rs) != 1 || !w.hasPod(rs[0].Name) {
 			return false, nil
 		}
 		rn = rs[0]
@@ -310,7 +310,7 @@ func TestLostWebhooksAreRecoveredByResync(t *testing.T) {
 	var rn v1alpha1.Runner
 	w.eventually("a runner for the job no webhook announced", func() (bool, error) {
 		rs := w.runners("repo-pool")
-		if len(rs) != 1 || rs[0].Status.GitHubRunnerID == 0 || rs[0].Status.PodName == "" {
+		if len(rs) != 1 || !w.hasPod(rs[0].Name) {
 			return false, nil
 		}
 		rn = rs[0]

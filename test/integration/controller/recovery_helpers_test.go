@@ -77,15 +77,15 @@ func (w *world) poolWithRecovery(name string, minIdle int32, rec v1alpha1.Recove
 	return p
 }
 
-// newRunner waits for a runner of pool that is registered, has its pod, has not failed
-// and is not one of skip, and returns it.
+// newRunner waits for a runner of pool that has its pod (so is registered: its status
+// may show neither yet), has not failed and is not one of skip, and returns it.
 func (w *world) newRunner(pool string, skip ...string) v1alpha1.Runner {
 	w.t.Helper()
 	var rn v1alpha1.Runner
 	w.eventually("a registered runner with a pod in pool "+pool, func() (bool, error) {
 		for _, r := range w.runners(pool) {
-			if r.Status.GitHubRunnerID != 0 && r.Status.PodName != "" && r.Status.Phase != v1alpha1.RunnerFailed &&
-				r.DeletionTimestamp.IsZero() && !slices.Contains(skip, r.Name) {
+			if r.Status.Phase != v1alpha1.RunnerFailed && r.DeletionTimestamp.IsZero() &&
+				!slices.Contains(skip, r.Name) && w.hasPod(r.Name) {
 				rn = r
 				return true, nil
 			}
@@ -98,6 +98,19 @@ func (w *world) newRunner(pool string, skip ...string) v1alpha1.Runner {
 func (w *world) getRunner(name string) (*v1alpha1.Runner, error) {
 	r := &v1alpha1.Runner{}
 	return r, w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: name}, r)
+}
+
+// pending reports whether a runner's phase says it is waiting to run: Pending, or none
+// yet (a new runner's status is written with its first change, at most 15 s after).
+func pending(phase v1alpha1.RunnerPhase) bool { return phase == "" || phase == v1alpha1.RunnerPending }
+
+// hasPod reports whether the runner's pod exists. A pod is made only for a registered
+// runner, and a kubelet starts it as soon as it exists, whatever the Runner's status
+// shows by then: the controller writes the registration and the pod with the runner's
+// first status change.
+func (w *world) hasPod(name string) bool {
+	_, err := w.getPod(name)
+	return err == nil
 }
 
 func (w *world) getPod(name string) (*corev1.Pod, error) {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -49,11 +50,20 @@ func TestTemplateChangeReplacesIdleAndPendingRunnersNotBusyOnes(t *testing.T) {
 	})
 	pending := w.newRunner("roll", busy.Name, idle.Name)
 	oldHash := w.getPool("roll").Status.TemplateHash
-	for _, name := range []string{busy.Name, idle.Name, pending.Name} {
-		if r, err := w.getRunner(name); err != nil || r.Status.TemplateHash != oldHash || r.Status.Outdated {
-			t.Fatalf("runner %s before the change: %+v, %v; want templateHash %q, not outdated", name, r.Status, err, oldHash)
+	// The pending runner's status records its pod, and the template hash, with its first
+	// change: within 15 s.
+	w.eventually("every runner showing the template it was made from", func() (bool, error) {
+		for _, name := range []string{busy.Name, idle.Name, pending.Name} {
+			r, err := w.getRunner(name)
+			if err != nil || r.Status.Outdated {
+				return false, fmt.Errorf("runner %s before the change: %+v, %v; want not outdated", name, r.Status, err)
+			}
+			if r.Status.TemplateHash != oldHash {
+				return false, nil
+			}
 		}
-	}
+		return true, nil
+	})
 
 	// Change the template.
 	p := w.getPool("roll")

@@ -35,7 +35,7 @@ func TestRegistrationTokenModeServesABurstWithOneCall(t *testing.T) {
 	w.eventually("a registered runner per job", func() (bool, error) {
 		rs = w.runners("token")
 		for _, r := range rs {
-			if r.Status.RegisteredAt == nil || r.Status.PodName == "" {
+			if !w.hasPod(r.Name) {
 				return false, nil
 			}
 		}
@@ -127,7 +127,7 @@ func TestRegistrationTokenModeUnregistersIdleRunnersByName(t *testing.T) {
 	var r v1alpha1.Runner
 	w.eventually("a registered runner", func() (bool, error) {
 		rs := w.runners("token-warm")
-		if len(rs) != 1 || rs[0].Status.RegisteredAt == nil || rs[0].Status.PodName == "" {
+		if len(rs) != 1 || !w.hasPod(rs[0].Name) {
 			return false, nil
 		}
 		r = rs[0]
@@ -181,7 +181,7 @@ func TestRegistrationTokenModeChecksIdleRunnersByName(t *testing.T) {
 			return false, nil
 		}
 		for _, r := range rs {
-			if r.Status.RegisteredAt == nil || r.Status.PodName == "" {
+			if !w.hasPod(r.Name) {
 				return false, nil
 			}
 		}

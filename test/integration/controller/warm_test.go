@@ -60,7 +60,7 @@ func (w *world) bringOnline(pool string, run bool) {
 				continue
 			}
 			for _, rn := range list.Items {
-				if started[rn.Name] || rn.Status.PodName == "" || rn.Status.GitHubRunnerID == 0 || !rn.DeletionTimestamp.IsZero() {
+				if started[rn.Name] || !rn.DeletionTimestamp.IsZero() {
 					continue
 				}
 				if err := w.markPodRunning(ctx, rn.Name); err != nil {

@@ -195,8 +195,8 @@ func TestHostilePoolsStayLocal(t *testing.T) {
 		for _, r := range w.runners(h.name) {
 			if !h.podless {
 				t.Errorf("%s: a misconfigured pool has runner %s", h.name, r.Name)
-			} else if r.Status.PodName != "" {
-				t.Errorf("%s: runner %s has pod %s, which the API server should refuse", h.name, r.Name, r.Status.PodName)
+			} else if w.hasPod(r.Name) {
+				t.Errorf("%s: runner %s has a pod, which the API server should refuse", h.name, r.Name)
 			}
 		}
 	}

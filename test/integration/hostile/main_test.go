@@ -171,7 +171,7 @@ func (w *world) runJob(pool, when string) {
 	var rn v1alpha1.Runner
 	w.eventually(when+": a registered runner with a pod in pool "+pool, func() (bool, error) {
 		for _, r := range w.runners(pool) {
-			if r.Status.GitHubRunnerID != 0 && r.Status.PodName != "" && r.DeletionTimestamp.IsZero() && r.Status.Phase != v1alpha1.RunnerFailed {
+			if r.DeletionTimestamp.IsZero() && r.Status.Phase != v1alpha1.RunnerFailed && w.hasPod(r.Name) {
 				rn = r
 				return true, nil
 			}
@@ -295,4 +295,10 @@ func containsAll(s string, want []string) []string {
 		}
 	}
 	return missing
+}
+
+// hasPod reports whether the runner's pod exists: it is made only for a registered
+// runner, and the runner's status records both with its first change.
+func (w *world) hasPod(name string) bool {
+	return w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: name}, &corev1.Pod{}) == nil
 }

@@ -28,7 +28,7 @@ func TestRunnerFailureEventsReadWell(t *testing.T) {
 	w.eventually("three registered runners with pods", 30*time.Second, func() (bool, error) {
 		names = names[:0]
 		for _, r := range w.runners("img") {
-			if r.Status.PodName != "" && r.Status.RegisteredAt != nil {
+			if w.hasPod(r.Name) {
 				names = append(names, r.Name)
 			}
 		}

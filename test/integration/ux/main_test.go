@@ -128,7 +128,7 @@ func (w *world) runnerWithPod(pool string) v1alpha1.Runner {
 	var rn v1alpha1.Runner
 	w.eventually("a registered runner with a pod in pool "+pool, 30*time.Second, func() (bool, error) {
 		for _, r := range w.runners(pool) {
-			if r.Status.PodName != "" && r.Status.RegisteredAt != nil && r.Status.Phase != v1alpha1.RunnerFailed {
+			if r.Status.Phase != v1alpha1.RunnerFailed && w.hasPod(r.Name) {
 				rn = r
 				return true, nil
 			}
@@ -196,4 +196,10 @@ func (w *world) event(name, typ, reason string, timeout time.Duration) corev1.Ev
 		return false, nil
 	})
 	return ev
+}
+
+// hasPod reports whether the runner's pod exists: it is made only for a registered
+// runner, and the runner's status records both with its first change.
+func (w *world) hasPod(name string) bool {
+	return w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: name}, &corev1.Pod{}) == nil
 }

@@ -1,0 +1,179 @@
+package runner
+
+import (
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+)
+
+// A runner's registration and its pod are what register and ensurePod must never make
+// twice. They are recorded in the Runner's status, but not with a write of their own:
+// with the first status write the runner makes anyway — Busy once it takes a job, the
+// Online condition once GitHub was asked, a failure, a lease of cache volumes — or
+// firstWriteWait after they were made, whichever comes first, so that a new runner's
+// status shows it registered within seconds. A runner made for a queued job takes it
+// about a second after its pod runs, so one status write records it all. Until then
+// this process remembers them (unwritten). A restarted
+// process reads the registration back from the runner's Secret (recoverRegistration)
+// and the pod's template hash from the pod (annotationTemplateHash); a runner whose
+// registration it read back and whose pod is not there is taken as one whose pod is
+// gone — whether it ever ran cannot be told — and fails (PodDeleted), never given a
+// second pod.
+
+// firstWriteWait is how long a runner's registration and pod wait, unwritten, for a
+// status write that records the job the runner takes: longer than a runner made for a
+// queued job takes to take it, even in a burst of hundreds of jobs on a small cluster
+// (pickup p99 about 12 s for 500 jobs on 2 cores, `gantry sim run --scenario burst`).
+const firstWriteWait = 15 * time.Second
+
+// unwritten is what this process knows of one runner and its stored status may not
+// show yet.
+type unwritten struct {
+	uid types.UID
+	// since is when this process first remembered something of the runner.
+	since time.Time
+
+	registered   bool
+	runnerID     int64
+	registeredAt metav1.Time
+	// recovered: the registration was read back from the Secret, not made by this
+	// process; the runner's pod may have existed before this process knew of it.
+	recovered bool
+
+	pod          string
+	templateHash string
+}
+
+// unwrittenStatus holds unwritten, by namespace and name, for every runner whose
+// stored status does not show all of it yet. The zero value is ready to use.
+type unwrittenStatus struct {
+	m sync.Map // types.NamespacedName → *unwritten
+}
+
+func keyOf(rn *v1alpha1.Runner) types.NamespacedName {
+	return types.NamespacedName{Namespace: rn.Namespace, Name: rn.Name}
+}
+
+// get returns what is remembered of the runner, or nil. A Runner's reconciles never run
+// at once, so the entry is the caller's until it returns.
+func (u *unwrittenStatus) get(rn *v1alpha1.Runner) *unwritten {
+	v, ok := u.m.Load(keyOf(rn))
+	if !ok {
+		return nil
+	}
+	e := v.(*unwritten)
+	if e.uid != rn.UID {
+		return nil // another Runner of the same name
+	}
+	return e
+}
+
+func (u *unwrittenStatus) entry(rn *v1alpha1.Runner, now time.Time) *unwritten {
+	if e := u.get(rn); e != nil {
+		return e
+	}
+	e := &unwritten{uid: rn.UID, since: now}
+	u.m.Store(keyOf(rn), e)
+	return e
+}
+
+// registered remembers the runner's registration, as set in st.
+func (u *unwrittenStatus) registered(rn *v1alpha1.Runner, st *v1alpha1.RunnerStatus, recovered bool, now time.Time) {
+	e := u.entry(rn, now)
+	e.registered, e.runnerID, e.recovered = true, st.GitHubRunnerID, recovered
+	if st.RegisteredAt != nil {
+		e.registeredAt = *st.RegisteredAt
+	}
+}
+
+// podMade remembers the runner's pod, as set in st.
+func (u *unwrittenStatus) podMade(rn *v1alpha1.Runner, st *v1alpha1.RunnerStatus, now time.Time) {
+	e := u.entry(rn, now)
+	e.pod, e.templateHash = st.PodName, st.TemplateHash
+}
+
+func (u *unwrittenStatus) forget(key types.NamespacedName) { u.m.Delete(key) }
+
+// shownBy reports whether a stored status shows all that is remembered.
+func (e *unwritten) shownBy(st v1alpha1.RunnerStatus) bool {
+	registration := !e.registered || st.RegisteredAt != nil || st.GitHubRunnerID != 0
+	// A recovered registration's pod is unknown until seen: the guard stays till then.
+	pod := st.PodName != "" || (e.pod == "" && !e.recovered)
+	return registration && pod
+}
+
+// applyTo sets in st what is remembered and st does not show: st then reads as it will
+// once written.
+func (e *unwritten) applyTo(st *v1alpha1.RunnerStatus, name string) {
+	if e.registered && st.RegisteredAt == nil && st.GitHubRunnerID == 0 {
+		at := e.registeredAt
+		st.GitHubRunnerID, st.GitHubRunnerName, st.RegisteredAt = e.runnerID, name, &at
+		if st.Phase == "" {
+			st.Phase = v1alpha1.RunnerPending
+		}
+	}
+	if e.pod != "" && st.PodName == "" {
+		st.PodName = e.pod
+		if st.TemplateHash == "" {
+			st.TemplateHash = e.templateHash
+		}
+	}
+}
+
+// recall applies what this process remembers of the runner to the reconcile's working
+// status, and lets it go once the stored status shows it all.
+func (r *Reconciler) recall(s *scope) {
+	e := r.unwritten.get(s.runner)
+	if e == nil {
+		return
+	}
+	if e.shownBy(s.before.Status) {
+		r.unwritten.forget(keyOf(s.runner))
+		return
+	}
+	e.applyTo(&s.runner.Status, s.runner.Name)
+}
+
+// writeLater reports how long the status write may wait: the working status differs
+// from the stored one only by what this process remembers, for less than
+// firstWriteWait. 0: write now.
+func (r *Reconciler) writeLater(s *scope) time.Duration {
+	e := r.unwritten.get(s.runner)
+	if e == nil {
+		return 0
+	}
+	left := firstWriteWait - r.Clock.Since(e.since)
+	if left <= 0 {
+		return 0
+	}
+	stored := s.before.Status.DeepCopy()
+	e.applyTo(stored, s.runner.Name)
+	if stored.Job == nil && s.runner.Status.Phase == stored.Phase {
+		// The job GitHub gave the runner, heard before the cache shows its pod running:
+		// the Tracker holds it too, and the pod's start, a moment later, brings the
+		// write that records it with Busy.
+		stored.Job = s.runner.Status.Job
+	}
+	if !equalStatus(*stored, s.runner.Status) {
+		return 0
+	}
+	return left
+}
+
+// podMade reports whether this process made the runner's pod, or found it, and its
+// stored status may not show it yet.
+func (r *Reconciler) podMade(rn *v1alpha1.Runner) bool {
+	e := r.unwritten.get(rn)
+	return e != nil && e.pod != ""
+}
+
+// podUnknown reports whether the runner's registration was read back from its Secret
+// and this process has not seen its pod: an earlier process may have made it.
+func (r *Reconciler) podUnknown(s *scope) bool {
+	e := r.unwritten.get(s.runner)
+	return e != nil && e.recovered && s.runner.Status.PodName == ""
+}
