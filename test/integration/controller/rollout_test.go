@@ -55,8 +55,11 @@ func TestTemplateChangeReplacesIdleAndPendingRunnersNotBusyOnes(t *testing.T) {
 	w.eventually("every runner showing the template it was made from", func() (bool, error) {
 		for _, name := range []string{busy.Name, idle.Name, pending.Name} {
 			r, err := w.getRunner(name)
-			if err != nil || r.Status.Outdated {
-				return false, fmt.Errorf("runner %s before the change: %+v, %v; want not outdated", name, r.Status, err)
+			if err != nil {
+				return false, err
+			}
+			if r.Status.Outdated {
+				return false, fmt.Errorf("runner %s before the change: %+v; want not outdated", name, r.Status)
 			}
 			if r.Status.TemplateHash != oldHash {
 				return false, nil
