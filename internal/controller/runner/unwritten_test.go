@@ -55,17 +55,25 @@ func (r *Reconciler) scopeOf(t *testing.T, c ctrl.Client, pool *v1alpha1.RunnerP
 	return s
 }
 
+// registeredWithPod is unwrittenWorld's Runner registered (GitHub runner 42) and given
+// its pod by this process, in the scope of that reconcile.
+func registeredWithPod(t *testing.T) (*Reconciler, ctrl.Client, *v1alpha1.RunnerPool, *v1alpha1.Runner, *scope) {
+	t.Helper()
+	r, c, pool, rn := unwrittenWorld(t)
+	s := &scope{runner: rn, pool: pool, before: rn.DeepCopy()}
+	r.setRegistered(s, 42, false)
+	if _, _, err := r.ensurePod(context.Background(), s); err != nil {
+		t.Fatalf("ensurePod: %v", err)
+	}
+	return r, c, pool, rn, s
+}
+
 // A runner's registration and pod cost no status write of their own: they are written
 // with the next write the runner makes anyway (here Busy), and until then a reconcile
 // sees them as if written.
 func TestRegistrationAndPodAreWrittenWithTheNextStatusWrite(t *testing.T) {
 	ctx := context.Background()
-	r, c, pool, rn := unwrittenWorld(t)
-	s := &scope{runner: rn, pool: pool, before: rn.DeepCopy()}
-	r.setRegistered(s, 42, false)
-	if _, _, err := r.ensurePod(ctx, s); err != nil {
-		t.Fatalf("ensurePod: %v", err)
-	}
+	r, c, pool, rn, s := registeredWithPod(t)
 	if later, err := r.writeStatus(ctx, s); err != nil || later != firstWriteWait {
 		t.Fatalf("writeStatus: wait %s, %v; want the write put off by %s", later, err, firstWriteWait)
 	}
@@ -110,12 +118,7 @@ func TestRegistrationAndPodAreWrittenWithTheNextStatusWrite(t *testing.T) {
 // they were made: its status shows it registered within seconds.
 func TestRegistrationIsWrittenAfterFirstWriteWait(t *testing.T) {
 	ctx := context.Background()
-	r, c, pool, rn := unwrittenWorld(t)
-	s := &scope{runner: rn, pool: pool, before: rn.DeepCopy()}
-	r.setRegistered(s, 42, false)
-	if _, _, err := r.ensurePod(ctx, s); err != nil {
-		t.Fatalf("ensurePod: %v", err)
-	}
+	r, c, pool, rn, s := registeredWithPod(t)
 	if later, err := r.writeStatus(ctx, s); err != nil || later <= 0 {
 		t.Fatalf("writeStatus: wait %s, %v; want the write put off", later, err)
 	}
