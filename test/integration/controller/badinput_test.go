@@ -3,6 +3,7 @@ package controller
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -228,6 +229,10 @@ func TestFailedAppDeliveriesAreRedelivered(t *testing.T) {
 				redelivered = true
 			}
 		}
-		return redelivered && len(w.runners("app-org")) == 1, nil
+		runners := len(w.runners("app-org"))
+		if !redelivered || runners != 1 {
+			return false, fmt.Errorf("successful redelivery: %v; runners: %d", redelivered, runners)
+		}
+		return true, nil
 	})
 }

@@ -116,10 +116,12 @@ func (w *world) dump() {
 	var runners v1alpha1.RunnerList
 	_ = w.c.List(context.Background(), &runners, client.InNamespace(w.ns))
 	for _, r := range runners.Items {
-		w.t.Logf("runner %s: deleting=%v status %+v", r.Name, !r.DeletionTimestamp.IsZero(), r.Status)
+		w.t.Logf("runner %s (pool %q, created %s): deleting=%v status %+v", r.Name, r.Labels[v1alpha1.LabelPool],
+			r.CreationTimestamp.Format(time.StampMilli), !r.DeletionTimestamp.IsZero(), r.Status)
 	}
 	for _, d := range w.sim.Deliveries() {
-		w.t.Logf("delivery %s %s job %d: %d %s", d.Event, d.Action, d.JobID, d.StatusCode, d.Status)
+		w.t.Logf("delivery %d %s %s (redelivery=%v, made %s, done=%v at %s): %d %s", d.ID, d.Event, d.Action, d.Redelivery,
+			d.CreatedAt.Format(time.StampMilli), d.Done, d.DeliveredAt.Format(time.StampMilli), d.StatusCode, d.Status)
 	}
 	w.t.Logf("GitHub runners: %+v", w.sim.Runners())
 }
