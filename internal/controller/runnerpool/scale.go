@@ -25,7 +25,7 @@ import (
 
 // maxCreatesPerReconcile bounds one pass's creations so status and other pools keep
 // moving during a large burst; the pool requeues at once to create the rest.
-const maxCreatesPerReconcile = 100
+const maxCreatesPerReconcile = 250
 
 // state is one reconcile's view of a pool.
 type state struct {
@@ -158,8 +158,10 @@ func (r *Reconciler) scale(ctx context.Context, s *state) (reconcile.Result, err
 }
 
 // createParallelism bounds the creates in flight for one pool: a burst of a few hundred
-// jobs gets its Runners in a few round trips instead of one create after another.
-const createParallelism = 32
+// jobs gets its Runners in a few round trips instead of one create after another. It
+// matches the runners reconciled at once (manager's RunnerConcurrency default), so the
+// Runners of a burst are made as fast as their Secrets and pods can follow.
+const createParallelism = 64
 
 // createRunners creates n Runners, createParallelism at a time, and returns how many it
 // created; the first error stops further creates.
