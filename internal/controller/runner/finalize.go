@@ -53,7 +53,7 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 	// itself from GitHub as it does — even when the job's in_progress word was missed.
 	selfRemoved := runner.Status.Phase == v1alpha1.RunnerSucceeded || exited
 	registered := runner.Status.GitHubRunnerID != 0 || runner.Status.RegisteredAt != nil
-	if !registered && !selfRemoved && !r.Births.Ours(keyOf(runner)) {
+	if !registered && !selfRemoved && !r.Births.Ours(runnerKey(runner)) {
 		// Neither its status nor this process knows of a registration: an earlier
 		// process may have made one and not recorded it. Its Secret says.
 		found, id, err := r.readRegistration(ctx, runner)
@@ -94,7 +94,7 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 	}
 	r.writes.finalized(runner, r.Clock.Now())
-	r.forgetRegistration(keyOf(runner))
+	r.forgetRegistration(runnerKey(runner))
 	return reconcile.Result{}, nil
 }
 

@@ -52,7 +52,7 @@ func (r *Reconciler) ensurePod(ctx context.Context, s *scope) (reconcile.Result,
 			if s.runner.Status.TemplateHash == "" {
 				s.runner.Status.TemplateHash = pod.Annotations[annotationTemplateHash]
 			}
-			r.unwritten.podMade(s.runner, &s.runner.Status, r.Clock.Now())
+			r.unwritten.rememberPod(s.runner, &s.runner.Status, r.Clock.Now())
 		}
 		podCreated(s)
 		return reconcile.Result{}, true, nil
@@ -110,7 +110,7 @@ func (r *Reconciler) ensurePod(ctx context.Context, s *scope) (reconcile.Result,
 	}
 	s.runner.Status.PodName = pod.Name
 	s.runner.Status.TemplateHash = hash
-	r.unwritten.podMade(s.runner, &s.runner.Status, r.Clock.Now())
+	r.unwritten.rememberPod(s.runner, &s.runner.Status, r.Clock.Now())
 	podCreated(s)
 	// The pod watch brings the runner back when the pod changes.
 	return reconcile.Result{}, false, nil

@@ -41,7 +41,7 @@ const annotationRunnerID = "gantry.dev/github-runner-id"
 // Secret was never written) is removed from GitHub and registered again. Done when the
 // working status shows the registration.
 func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
-	key := keyOf(s.runner)
+	key := runnerKey(s.runner)
 	if s.before.Status.GitHubRunnerID != 0 || s.before.Status.RegisteredAt != nil {
 		r.Births.Forget(key)
 	}
@@ -153,7 +153,7 @@ func (r *Reconciler) recoverRegistration(ctx context.Context, s *scope) (found b
 	found, id, err := r.readRegistration(ctx, s.runner)
 	if found {
 		// Made by another process unless this one created the Runner: its pod too, then.
-		r.setRegistered(s, id, !r.Births.Ours(keyOf(s.runner)))
+		r.setRegistered(s, id, !r.Births.Ours(runnerKey(s.runner)))
 	}
 	return found, err
 }
@@ -163,7 +163,7 @@ func (r *Reconciler) recoverRegistration(ctx context.Context, s *scope) (found b
 // pool's token).
 func (r *Reconciler) readRegistration(ctx context.Context, rn *v1alpha1.Runner) (found bool, id int64, err error) {
 	var existing corev1.Secret
-	err = r.APIReader.Get(ctx, keyOf(rn), &existing)
+	err = r.APIReader.Get(ctx, runnerKey(rn), &existing)
 	if apierrors.IsNotFound(err) {
 		return false, 0, nil
 	}
@@ -199,7 +199,7 @@ func (r *Reconciler) setRegistered(s *scope, id int64, recovered bool) {
 	if s.runner.Status.Phase == "" {
 		s.runner.Status.Phase = v1alpha1.RunnerPending
 	}
-	r.unwritten.registered(s.runner, &s.runner.Status, recovered, r.Clock.Now())
+	r.unwritten.rememberRegistration(s.runner, &s.runner.Status, recovered, r.Clock.Now())
 }
 
 func (r *Reconciler) removeStaleRegistration(ctx context.Context, gh github.Client, sc github.Scope, s *scope) (reconcile.Result, bool, error) {

@@ -54,14 +54,10 @@ type unwrittenStatus struct {
 	m sync.Map // types.NamespacedName → *unwritten
 }
 
-func keyOf(rn *v1alpha1.Runner) types.NamespacedName {
-	return types.NamespacedName{Namespace: rn.Namespace, Name: rn.Name}
-}
-
 // get returns what is remembered of the runner, or nil. A Runner's reconciles never run
 // at once, so the entry is the caller's until it returns.
 func (u *unwrittenStatus) get(rn *v1alpha1.Runner) *unwritten {
-	v, ok := u.m.Load(keyOf(rn))
+	v, ok := u.m.Load(runnerKey(rn))
 	if !ok {
 		return nil
 	}
@@ -77,12 +73,12 @@ func (u *unwrittenStatus) entry(rn *v1alpha1.Runner, now time.Time) *unwritten {
 		return e
 	}
 	e := &unwritten{uid: rn.UID, since: now}
-	u.m.Store(keyOf(rn), e)
+	u.m.Store(runnerKey(rn), e)
 	return e
 }
 
-// registered remembers the runner's registration, as set in st.
-func (u *unwrittenStatus) registered(rn *v1alpha1.Runner, st *v1alpha1.RunnerStatus, recovered bool, now time.Time) {
+// rememberRegistration remembers the runner's registration, as set in st.
+func (u *unwrittenStatus) rememberRegistration(rn *v1alpha1.Runner, st *v1alpha1.RunnerStatus, recovered bool, now time.Time) {
 	e := u.entry(rn, now)
 	e.registered, e.runnerID, e.recovered = true, st.GitHubRunnerID, recovered
 	if st.RegisteredAt != nil {
@@ -90,8 +86,8 @@ func (u *unwrittenStatus) registered(rn *v1alpha1.Runner, st *v1alpha1.RunnerSta
 	}
 }
 
-// podMade remembers the runner's pod, as set in st.
-func (u *unwrittenStatus) podMade(rn *v1alpha1.Runner, st *v1alpha1.RunnerStatus, now time.Time) {
+// rememberPod remembers the runner's pod, as set in st.
+func (u *unwrittenStatus) rememberPod(rn *v1alpha1.Runner, st *v1alpha1.RunnerStatus, now time.Time) {
 	e := u.entry(rn, now)
 	e.pod, e.templateHash = st.PodName, st.TemplateHash
 }
@@ -132,7 +128,7 @@ func (r *Reconciler) recall(s *scope) {
 		return
 	}
 	if e.shownBy(s.before.Status) {
-		r.unwritten.forget(keyOf(s.runner))
+		r.unwritten.forget(runnerKey(s.runner))
 		return
 	}
 	e.applyTo(&s.runner.Status, s.runner.Name)

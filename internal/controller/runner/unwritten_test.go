@@ -35,7 +35,7 @@ func unwrittenWorld(t *testing.T, objs ...ctrl.Object) (*Reconciler, ctrl.Client
 	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1alpha1.Runner{}).
 		WithObjects(append([]ctrl.Object{pool, rn}, objs...)...).Build()
 	stored := &v1alpha1.Runner{}
-	if err := c.Get(context.Background(), keyOf(rn), stored); err != nil {
+	if err := c.Get(context.Background(), runnerKey(rn), stored); err != nil {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakeClock(metav1.Now().Time)
@@ -78,7 +78,7 @@ func TestRegistrationAndPodAreWrittenWithTheNextStatusWrite(t *testing.T) {
 		t.Fatalf("writeStatus: wait %s, %v; want the write put off by %s", later, err, firstWriteWait)
 	}
 	stored := &v1alpha1.Runner{}
-	if err := c.Get(ctx, keyOf(rn), stored); err != nil {
+	if err := c.Get(ctx, runnerKey(rn), stored); err != nil {
 		t.Fatal(err)
 	}
 	if stored.ResourceVersion != rn.ResourceVersion || stored.Status.PodName != "" || stored.Status.RegisteredAt != nil {
@@ -102,7 +102,7 @@ func TestRegistrationAndPodAreWrittenWithTheNextStatusWrite(t *testing.T) {
 	if later, err := r.writeStatus(ctx, next); err != nil || later != 0 {
 		t.Fatalf("writeStatus with Busy: wait %s, %v; want it written now", later, err)
 	}
-	if err := c.Get(ctx, keyOf(rn), stored); err != nil {
+	if err := c.Get(ctx, runnerKey(rn), stored); err != nil {
 		t.Fatal(err)
 	}
 	if st := stored.Status; st.Phase != v1alpha1.RunnerBusy || st.GitHubRunnerID != 42 || st.PodName != rn.Name || st.RegisteredAt == nil || st.TemplateHash == "" || st.Job == nil || st.Job.ID != 7 {
@@ -128,7 +128,7 @@ func TestRegistrationIsWrittenAfterFirstWriteWait(t *testing.T) {
 		t.Fatalf("writeStatus after %s: wait %s, %v; want it written", firstWriteWait, later, err)
 	}
 	stored := &v1alpha1.Runner{}
-	if err := c.Get(ctx, keyOf(rn), stored); err != nil {
+	if err := c.Get(ctx, runnerKey(rn), stored); err != nil {
 		t.Fatal(err)
 	}
 	if st := stored.Status; st.Phase != v1alpha1.RunnerPending || st.GitHubRunnerID != 42 || st.PodName != rn.Name {
@@ -179,7 +179,7 @@ func TestRestartedControllerNeverMakesASecondPod(t *testing.T) {
 	})
 	t.Run("made by this process", func(t *testing.T) {
 		r, c, pool, rn := unwrittenWorld(t, secret.DeepCopy())
-		r.Births.Born(keyOf(rn))
+		r.Births.Born(runnerKey(rn))
 		s := r.scopeOf(t, c, pool, rn.Name)
 		if found, err := r.recoverRegistration(ctx, s); err != nil || !found {
 			t.Fatalf("recoverRegistration: %v, %v", found, err)
