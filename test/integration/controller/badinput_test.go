@@ -210,13 +210,24 @@ func TestFailedAppDeliveriesAreRedelivered(t *testing.T) {
 	if _, err := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/web", Labels: []string{"linux"}, Duration: simgithub.Duration(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	w.eventually("the queued delivery recorded as failed", func() (bool, error) {
+	// The job goes to the org hook and to the App's hook, each by its own sender
+	// worker: the faults stay on until every one of its deliveries has failed, or the
+	// App's delivery could slip through once the org hook's has failed.
+	w.eventually("every queued delivery recorded as failed", func() (bool, error) {
+		n := 0
 		for _, d := range w.sim.Deliveries() {
-			if d.Action == "queued" && d.Done && d.StatusCode/100 != 2 {
-				return true, nil
+			if d.Action != "queued" {
+				continue
 			}
+			if !d.Done {
+				return false, nil
+			}
+			if d.StatusCode/100 == 2 {
+				return false, fmt.Errorf("delivery %d succeeded with the drop fault on", d.ID)
+			}
+			n++
 		}
-		return false, nil
+		return n > 0, nil
 	})
 	w.sim.SetFaults(simgithub.Faults{})
 	// The simulator records a delivery's status once the controller has answered it,

@@ -120,7 +120,7 @@ func (w *world) dump() {
 			r.CreationTimestamp.Format(time.StampMilli), !r.DeletionTimestamp.IsZero(), r.Status)
 	}
 	for _, d := range w.sim.Deliveries() {
-		w.t.Logf("delivery %d %s %s (redelivery=%v, made %s, done=%v at %s): %d %s", d.ID, d.Event, d.Action, d.Redelivery,
+		w.t.Logf("delivery %d to hook %d, %s %s (redelivery=%v, made %s, done=%v at %s): %d %s", d.ID, d.HookID, d.Event, d.Action, d.Redelivery,
 			d.CreatedAt.Format(time.StampMilli), d.Done, d.DeliveredAt.Format(time.StampMilli), d.StatusCode, d.Status)
 	}
 	w.t.Logf("GitHub runners: %+v", w.sim.Runners())
