@@ -56,7 +56,7 @@ type Tracker struct {
 	mu     sync.Mutex
 	jobs   map[int64]*trackedJob
 	queued map[PoolKey]map[int64]struct{}
-	notify func(PoolKey)
+	notify func(pool PoolKey, rose bool)
 	// running maps a runner's name to the job it runs, from in_progress events.
 	running      map[string]Job
 	notifyRunner func(runnerName string)
@@ -106,8 +106,9 @@ func (t *Tracker) ForgetRunner(runnerName string) {
 }
 
 // SetNotify sets the function called, outside the Tracker's lock, with each pool whose
-// demand changed. The RunnerPool controller wires it to its work queue.
-func (t *Tracker) SetNotify(f func(PoolKey)) {
+// demand changed, and whether it rose (a job was queued for the pool) or only fell.
+// The RunnerPool controller wires it to its work queue.
+func (t *Tracker) SetNotify(f func(pool PoolKey, rose bool)) {
 	t.mu.Lock()
 	t.notify = f
 	t.mu.Unlock()
@@ -134,7 +135,7 @@ func (t *Tracker) Router() *Router { return t.router }
 // Observe records one job event and wakes the pool whose demand it changes.
 func (t *Tracker) Observe(ev JobEvent) {
 	now := t.clock.Now()
-	var changed []PoolKey
+	var changed []PoolKey // demand fell
 	var runnerChanged string
 	var unmatched bool
 	var arrived *PoolKey
@@ -155,7 +156,6 @@ func (t *Tracker) Observe(ev JobEvent) {
 		if p := t.router.route(ev.Job); p != nil {
 			if !p.External {
 				t.addQueued(tj, p.Key)
-				changed = append(changed, p.Key)
 				arrived = &p.Key
 			}
 		} else if selfHosted(ev.Job) {
@@ -214,8 +214,11 @@ func (t *Tracker) Observe(ev JobEvent) {
 		pickup(picked.pool, picked.waited)
 	}
 	if notify != nil {
+		if arrived != nil {
+			notify(*arrived, true)
+		}
 		for _, k := range changed {
-			notify(k)
+			notify(k, false)
 		}
 	}
 }
@@ -223,7 +226,7 @@ func (t *Tracker) Observe(ev JobEvent) {
 // Reroute routes every queued job again, after pools were added, changed or removed,
 // and wakes each pool whose demand changed.
 func (t *Tracker) Reroute() {
-	changed := map[PoolKey]struct{}{}
+	changed := map[PoolKey]bool{} // pool → whether its demand rose
 	t.mu.Lock()
 	for _, tj := range t.jobs {
 		if tj.state != stateQueued {
@@ -240,18 +243,20 @@ func (t *Tracker) Reroute() {
 		}
 		if tj.routed {
 			t.removeQueued(tj)
-			changed[tj.pool] = struct{}{}
+			if _, seen := changed[tj.pool]; !seen {
+				changed[tj.pool] = false
+			}
 		}
 		if ok {
 			t.addQueued(tj, key)
-			changed[key] = struct{}{}
+			changed[key] = true
 		}
 	}
 	notify := t.notify
 	t.mu.Unlock()
 	if notify != nil {
-		for k := range changed {
-			notify(k)
+		for k, rose := range changed {
+			notify(k, rose)
 		}
 	}
 }
@@ -301,7 +306,7 @@ func (t *Tracker) Prune() {
 	t.mu.Unlock()
 	if notify != nil {
 		for k := range changed {
-			notify(k)
+			notify(k, false)
 		}
 	}
 }

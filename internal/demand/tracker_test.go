@@ -10,13 +10,27 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-type recorder struct {
-	mu    sync.Mutex
-	woken []PoolKey
+// wake is one notification: the pool, and whether its demand rose.
+type wake struct {
+	Pool PoolKey
+	Rose bool
 }
 
-func (r *recorder) notify(k PoolKey) { r.mu.Lock(); r.woken = append(r.woken, k); r.mu.Unlock() }
-func (r *recorder) take() []PoolKey {
+func rose(name string) wake { return wake{key(name), true} }
+func fell(name string) wake { return wake{key(name), false} }
+
+type recorder struct {
+	mu    sync.Mutex
+	woken []wake
+}
+
+func (r *recorder) notify(k PoolKey, rose bool) {
+	r.mu.Lock()
+	r.woken = append(r.woken, wake{k, rose})
+	r.mu.Unlock()
+}
+
+func (r *recorder) take() []wake {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w := r.woken
@@ -48,16 +62,16 @@ func TestTrackerLifecycle(t *testing.T) {
 		name       string
 		event      JobEvent
 		wantQueued int
-		wantWoken  []PoolKey
+		wantWoken  []wake
 	}{
-		{"queued", ev(ActionQueued, 1, "self-hosted", "linux"), 1, []PoolKey{key("linux")}},
+		{"queued", ev(ActionQueued, 1, "self-hosted", "linux"), 1, []wake{rose("linux")}},
 		{"duplicate queued changes nothing", ev(ActionQueued, 1, "self-hosted", "linux"), 1, nil},
-		{"second job", ev(ActionQueued, 2, "linux"), 2, []PoolKey{key("linux")}},
+		{"second job", ev(ActionQueued, 2, "linux"), 2, []wake{rose("linux")}},
 		{"job routed nowhere is not demand", ev(ActionQueued, 3, "windows"), 2, nil},
 		{"waiting is not demand", ev(ActionWaiting, 4, "linux"), 2, nil},
-		{"in progress leaves the queue", ev(ActionInProgress, 1, "linux"), 1, []PoolKey{key("linux")}},
+		{"in progress leaves the queue", ev(ActionInProgress, 1, "linux"), 1, []wake{fell("linux")}},
 		{"late queued after in_progress is ignored", ev(ActionQueued, 1, "linux"), 1, nil},
-		{"completed without in_progress leaves the queue", ev(ActionCompleted, 2, "linux"), 0, []PoolKey{key("linux")}},
+		{"completed without in_progress leaves the queue", ev(ActionCompleted, 2, "linux"), 0, []wake{fell("linux")}},
 		{"completed of an unknown job is remembered only", ev(ActionCompleted, 9, "linux"), 0, nil},
 		{"then its replayed queued is ignored", ev(ActionQueued, 9, "linux"), 0, nil},
 	}
@@ -89,7 +103,7 @@ func TestTrackerReroutesWhenAPoolAppears(t *testing.T) {
 	if got := tr.Demand(key("gpu")).Queued; got != 1 {
 		t.Errorf("queued after the pool appears = %d, want 1", got)
 	}
-	if diff := cmp.Diff([]PoolKey{key("gpu")}, rec.take()); diff != "" {
+	if diff := cmp.Diff([]wake{rose("gpu")}, rec.take()); diff != "" {
 		t.Errorf("woken (-want +got):\n%s", diff)
 	}
 
@@ -97,6 +111,9 @@ func TestTrackerReroutesWhenAPoolAppears(t *testing.T) {
 	tr.Reroute()
 	if got := tr.Demand(key("gpu")).Queued; got != 0 {
 		t.Errorf("queued after the pool is removed = %d, want 0", got)
+	}
+	if diff := cmp.Diff([]wake{fell("gpu")}, rec.take()); diff != "" {
+		t.Errorf("woken after the pool is removed (-want +got):\n%s", diff)
 	}
 }
 
@@ -115,7 +132,7 @@ func TestTrackerPrunesJobsQueuedTooLong(t *testing.T) {
 	if got := tr.Demand(key("linux")).Queued; got != 1 {
 		t.Errorf("after the first job's 24 h, queued = %d, want 1", got)
 	}
-	if diff := cmp.Diff([]PoolKey{key("linux")}, rec.take()); diff != "" {
+	if diff := cmp.Diff([]wake{fell("linux")}, rec.take()); diff != "" {
 		t.Errorf("woken (-want +got):\n%s", diff)
 	}
 }

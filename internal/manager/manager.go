@@ -198,6 +198,7 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                        Scheme(),
+		MapperProvider:                newRESTMapper,
 		Cache:                         cacheOpts,
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:        opts.ProbeAddr,

@@ -220,7 +220,7 @@ func (r *Reconciler) checkConfig(ctx context.Context, pool *v1alpha1.RunnerPool)
 }
 
 // listRunners returns the pool's Runners as the cache holds them, not copied: a pool is
-// reconciled for every runner that moves, and deep-copying every runner each time was
+// reconciled as its runners move (settle apart), and deep-copying every runner each time was
 // a sixth of the controller's CPU in `gantry sim run --scenario steady`. They are
 // read-only: the pool controller only reads them and passes them to Delete, which does
 // not write into its argument.

@@ -6,10 +6,14 @@ import (
 
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -25,11 +29,26 @@ import (
 // at least every 10 s.
 const maxRetryDelay = 10 * time.Second
 
+// settle is how long a pool waits, after one of its Runners changed or its demand fell,
+// before it reconciles. Such changes come several times per job (a Runner created,
+// busy, deleting, gone; a job started) and only move the counts, which the status
+// shows at most once a second (statusInterval), or free a slot nothing waits for:
+// within the wait they are taken in by one reconcile, which lists every runner of the
+// pool, instead of one each. A job queued wakes the pool at once, as a scale set's
+// word does.
+const settle = 250 * time.Millisecond
+
 // SetupWithManager registers the controller: RunnerPools, their Runners, and the
 // Tracker's word that a pool's demand changed.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	demandChanged := source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-		r.Tracker.SetNotify(func(key types.NamespacedName) { q.Add(reconcile.Request{NamespacedName: key}) })
+		r.Tracker.SetNotify(func(key types.NamespacedName, rose bool) {
+			if rose {
+				q.Add(reconcile.Request{NamespacedName: key})
+			} else {
+				q.AddAfter(reconcile.Request{NamespacedName: key}, settle)
+			}
+		})
 		r.Tracker.SetPickupObserver(ObservePickup)
 		r.Tracker.SetArrivalObserver(r.Warm.Arrival)
 		r.ScaleSets.SetNotify(func(key types.NamespacedName) { q.Add(reconcile.Request{NamespacedName: key}) })
@@ -38,7 +57,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("runnerpool").
 		For(&v1alpha1.RunnerPool{}).
-		Owns(&v1alpha1.Runner{}).
+		Watches(&v1alpha1.Runner{}, ownerPoolAfter(settle)).
 		// Cache volumes claimed, released or deleted change the pool's status.caches.
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(poolOfVolume)).
 		WithOptions(controller.Options{
@@ -50,4 +69,34 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		}).
 		WatchesRawSource(demandChanged).
 		Complete(gantrycontroller.QuietOnShutdown(r))
+}
+
+// ownerPoolAfter enqueues, wait after each event, the RunnerPool that controls the
+// Runner. Events within the wait are one reconcile: the work queue keeps the earliest
+// of an item's waits and holds an item once.
+func ownerPoolAfter(wait time.Duration) handler.EventHandler {
+	add := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		ref := metav1.GetControllerOf(o)
+		if ref == nil || ref.Kind != "RunnerPool" {
+			return
+		}
+		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != v1alpha1.GroupVersion.Group {
+			return
+		}
+		q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}}, wait)
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+	}
 }
