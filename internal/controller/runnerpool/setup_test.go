@@ -1,0 +1,67 @@
+package runnerpool
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+)
+
+// Events of a pool's Runners reach its queue once the wait is over, as one item however
+// many came within it; Runners no RunnerPool controls are not its business.
+func TestRunnerEventsWakeTheOwningPoolOnceAfterTheWait(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request](),
+		workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Clock: clk})
+	defer q.ShutDown()
+	h := ownerPoolAfter(settle)
+	ctx := context.Background()
+	runner := func(name, apiVersion, kind, owner string) *v1alpha1.Runner {
+		r := &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: name}}
+		if kind != "" {
+			r.OwnerReferences = []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: owner, UID: "u", Controller: ptr.To(true)}}
+		}
+		return r
+	}
+	gv := v1alpha1.GroupVersion.String()
+	a, b := runner("linux-a", gv, "RunnerPool", "linux"), runner("linux-b", gv, "RunnerPool", "linux")
+	h.Create(ctx, event.CreateEvent{Object: a}, q)
+	h.Update(ctx, event.UpdateEvent{ObjectOld: a, ObjectNew: a}, q)
+	h.Delete(ctx, event.DeleteEvent{Object: b}, q)
+	h.Create(ctx, event.CreateEvent{Object: runner("orphan", "", "", "")}, q)
+	h.Create(ctx, event.CreateEvent{Object: runner("foreign", "example.com/v1", "RunnerPool", "other")}, q)
+	h.Create(ctx, event.CreateEvent{Object: runner("owned-by-a-job", "batch/v1", "Job", "other")}, q)
+
+	waitFor := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for q.Len() != want && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if q.Len() != want {
+			t.Fatalf("queue holds %d, want %d", q.Len(), want)
+		}
+	}
+	clk.Step(settle - time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // let the queue's timer loop see the clock
+	waitFor(0)
+	clk.Step(time.Millisecond)
+	waitFor(1)
+	got, _ := q.Get()
+	if want := (reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ci", Name: "linux"}}); got != want {
+		t.Errorf("queued %v, want %v", got, want)
+	}
+	q.Done(got)
+	clk.Step(time.Hour)
+	time.Sleep(50 * time.Millisecond)
+	waitFor(0)
+}
