@@ -6,12 +6,11 @@ import (
 
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -57,7 +56,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("runnerpool").
 		For(&v1alpha1.RunnerPool{}).
-		Watches(&v1alpha1.Runner{}, ownerPoolAfter(settle)).
+		Watches(&v1alpha1.Runner{}, enqueueAfter{runnersPool(mgr.GetScheme(), mgr.GetRESTMapper()), settle}).
 		// Cache volumes claimed, released or deleted change the pool's status.caches.
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(poolOfVolume)).
 		WithOptions(controller.Options{
@@ -71,32 +70,39 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Complete(gantrycontroller.QuietOnShutdown(r))
 }
 
-// ownerPoolAfter enqueues, wait after each event, the RunnerPool that controls the
-// Runner. Events within the wait are one reconcile: the work queue keeps the earliest
-// of an item's waits and holds an item once.
-func ownerPoolAfter(wait time.Duration) handler.EventHandler {
-	add := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		ref := metav1.GetControllerOf(o)
-		if ref == nil || ref.Kind != "RunnerPool" {
-			return
-		}
-		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != v1alpha1.GroupVersion.Group {
-			return
-		}
-		q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}}, wait)
-	}
-	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(e.Object, q)
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(e.ObjectNew, q)
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(e.Object, q)
-		},
-		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(e.Object, q)
-		},
-	}
+// runnersPool enqueues the RunnerPool that controls a Runner, as Owns does.
+func runnersPool(scheme *runtime.Scheme, mapper meta.RESTMapper) handler.EventHandler {
+	return handler.EnqueueRequestForOwner(scheme, mapper, &v1alpha1.RunnerPool{}, handler.OnlyControllerOwner())
 }
+
+// enqueueAfter passes a handler's events through with their requests enqueued wait
+// later. Events within the wait are one reconcile: the work queue keeps the earliest of
+// an item's waits and holds an item once.
+type enqueueAfter struct {
+	handler.EventHandler
+	wait time.Duration
+}
+
+func (h enqueueAfter) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.EventHandler.Create(ctx, e, addAfter{q, h.wait})
+}
+
+func (h enqueueAfter) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.EventHandler.Update(ctx, e, addAfter{q, h.wait})
+}
+
+func (h enqueueAfter) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.EventHandler.Delete(ctx, e, addAfter{q, h.wait})
+}
+
+func (h enqueueAfter) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.EventHandler.Generic(ctx, e, addAfter{q, h.wait})
+}
+
+// addAfter is a work queue whose Add waits.
+type addAfter struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+	wait time.Duration
+}
+
+func (q addAfter) Add(item reconcile.Request) { q.AddAfter(item, q.wait) }

@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -23,7 +26,13 @@ func TestRunnerEventsWakeTheOwningPoolOnceAfterTheWait(t *testing.T) {
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request](),
 		workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Clock: clk})
 	defer q.ShutDown()
-	h := ownerPoolAfter(settle)
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{v1alpha1.GroupVersion})
+	mapper.Add(v1alpha1.GroupVersion.WithKind("RunnerPool"), meta.RESTScopeNamespace)
+	h := enqueueAfter{runnersPool(scheme, mapper), settle}
 	ctx := context.Background()
 	runner := func(name, apiVersion, kind, owner string) *v1alpha1.Runner {
 		r := &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: name}}
