@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -57,6 +58,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Named("runnerpool").
 		For(&v1alpha1.RunnerPool{}).
 		Watches(&v1alpha1.Runner{}, enqueueAfter{runnersPool(mgr.GetScheme(), mgr.GetRESTMapper()), settle}).
+		Watches(&v1alpha1.Runner{}, handler.Funcs{
+			CreateFunc: func(_ context.Context, e event.CreateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.runnerSeen(e.Object)
+			},
+			DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.runnerSeen(e.Object)
+			},
+		}).
 		// Cache volumes claimed, released or deleted change the pool's status.caches.
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(poolOfVolume)).
 		WithOptions(controller.Options{
@@ -68,6 +77,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		}).
 		WatchesRawSource(demandChanged).
 		Complete(gantrycontroller.QuietOnShutdown(r))
+}
+
+// runnerSeen meets the pool's expectation of a Runner it created once the informer has
+// seen the Runner, made or already gone. The pool's next reconcile, up to settle
+// later, would meet it only by listing the Runner, and a Runner made and gone within
+// that wait (a short job) would be counted as on its way for expectationTTL, holding
+// back a runner for the next job.
+func (r *Reconciler) runnerSeen(o client.Object) {
+	if pool := o.GetLabels()[v1alpha1.LabelPool]; pool != "" {
+		r.expectations.observed(types.NamespacedName{Namespace: o.GetNamespace(), Name: pool}, o.GetName())
+	}
 }
 
 // runnersPool enqueues the RunnerPool that controls a Runner, as Owns does.

@@ -74,3 +74,27 @@ func TestRunnerEventsWakeTheOwningPoolOnceAfterTheWait(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	waitFor(0)
 }
+
+// A Runner the informer saw, made or already gone, is no longer expected: a Runner
+// made and deleted between two reconciles of its pool is not counted as on its way.
+func TestRunnerSeenByTheInformerMeetsItsExpectation(t *testing.T) {
+	now := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	key := types.NamespacedName{Namespace: "ci", Name: "linux"}
+	r := &Reconciler{}
+	r.expectations.expect(key, "linux-a", now)
+	r.expectations.expect(key, "linux-b", now)
+	r.expectations.expect(key, "linux-c", now)
+	seen := func(name, pool string) *v1alpha1.Runner {
+		return &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: name, Labels: map[string]string{v1alpha1.LabelPool: pool}}}
+	}
+	r.runnerSeen(seen("linux-a", "linux"))
+	r.runnerSeen(seen("linux-b", "other")) // another pool's Runner of the same name
+	if got := r.expectations.pending(key, nil, now); got != 2 {
+		t.Errorf("after one Runner seen, %d expected, want 2", got)
+	}
+	r.runnerSeen(seen("linux-b", "linux"))
+	r.runnerSeen(seen("linux-c", "linux"))
+	if got := r.expectations.pending(key, nil, now); got != 0 {
+		t.Errorf("after every Runner seen, %d expected, want 0", got)
+	}
+}
