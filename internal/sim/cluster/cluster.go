@@ -104,6 +104,8 @@ type Cluster struct {
 	opts  Options
 	env   *envtest.Environment
 	procs []*exec.Cmd
+	// apiLog is the kube-apiserver's log file, closed once it has stopped.
+	apiLog *os.File
 	// stopProvisioner stops the volume provisioner and waits for it.
 	stopProvisioner func()
 }
@@ -140,8 +142,19 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	// Its log sits beside the other components'. At -v=1 it says when it cut a watcher
+	// that fell behind ("Forcing … watcher close due to unresponsiveness"), which a
+	// burst on a small machine does; the log stays small (about 100 KB a burst run).
+	c.env.ControlPlane.GetAPIServer().Configure().Set("v", "1")
+	apiLog, err := os.Create(c.APIServerLog())
+	if err != nil {
+		return nil, err
+	}
+	c.apiLog = apiLog
+	c.env.ControlPlane.GetAPIServer().Out, c.env.ControlPlane.GetAPIServer().Err = apiLog, apiLog
 	cfg, err := c.env.Start()
 	if err != nil {
+		_ = apiLog.Close()
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
 	}
 	cfg.QPS, cfg.Burst = 1000, 2000
@@ -321,6 +334,9 @@ func WaitForDefaultServiceAccount(ctx context.Context, c client.Client, ns strin
 	}
 }
 
+// APIServerLog is the kube-apiserver's log file.
+func (c *Cluster) APIServerLog() string { return filepath.Join(c.opts.WorkDir, "kube-apiserver.log") }
+
 // Stop stops the volume provisioner, kills the processes (whole groups) and stops the
 // control plane.
 func (c *Cluster) Stop() error {
@@ -334,10 +350,14 @@ func (c *Cluster) Stop() error {
 		}
 	}
 	c.procs = nil
+	var err error
 	if c.env != nil {
-		return c.env.Stop()
+		err = c.env.Stop()
 	}
-	return nil
+	if c.apiLog != nil {
+		_ = c.apiLog.Close()
+	}
+	return err
 }
 
 func loadCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {

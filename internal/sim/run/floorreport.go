@@ -33,6 +33,8 @@ type Floor struct {
 	ReactionSeconds Quantiles `json:"reaction_seconds"`
 	// Ratio is Gantry's figure divided by the floor's, percentile by percentile.
 	Ratio FloorRatio `json:"ratio"`
+	// WatchersCut is the report's watchers_cut, during the floor's run.
+	WatchersCut *int `json:"watchers_cut,omitempty"`
 	// Jobs are the oracle's jobs' lives, as the report's jobs.
 	Jobs []JobTimes `json:"jobs,omitempty"`
 }

@@ -121,6 +121,7 @@ makes only one JIT configuration, one Secret and one pod for it, {{.Floor.Worker
 a time. Ratio: Gantry's figure over the floor's (1.00 = at the floor). Load average
 (1 minute) during Gantry's run {{index .Host.LoadAvgStart 0}} → {{index .Host.LoadAvgEnd 0}}, during the
 floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared machine, compare them before a ratio.
+{{if and .WatchersCut .Floor.WatchersCut}}Watchers the kube-apiserver cut for falling behind (a control plane short of CPU): {{.WatchersCut}} during Gantry's run, {{.Floor.WatchersCut}} during the floor's.{{end}}
 {{if not .Floor.ClusterDrained}}<strong>The cluster was not drained when the floor started.</strong>{{end}}
 {{if .Floor.Error}}<strong>The floor met errors: {{.Floor.Error}}</strong>{{end}}</p>
 <table><tr><th></th><th>pickup Gantry (s)</th><th>pickup floor (s)</th><th>ratio</th><th>reaction Gantry (s)</th><th>reaction floor (s)</th><th>ratio</th></tr>

@@ -52,6 +52,8 @@ func browserReport() *Report {
 		lastJobDone: at(24), drainedAt: at(28),
 	})
 	r.Floor = floorReport(floorRun{start: t0, end: at(20), jobs: fJobs, events: fEvents, finished: true, clusterDrained: true, cleanedUp: true}, nil, r)
+	gantryCut, floorCut := 51, 3
+	r.WatchersCut, r.Floor.WatchersCut = &gantryCut, &floorCut
 	return r
 }
 
@@ -135,7 +137,8 @@ func TestReportRendersInChromium(t *testing.T) {
 		t.Errorf("%d charts rendered, want 4", charts)
 	}
 	for _, want := range []string{"Gantry beside the floor", "pickup latency distribution", "per-job timeline: Gantry", "per-job timeline: floor",
-		"pickup latency: job queued → started by a runner (s)", "jobs picked up (%)", "Targets", "MISSED"} {
+		"pickup latency: job queued → started by a runner (s)", "jobs picked up (%)", "Targets", "MISSED",
+		"Watchers the kube-apiserver cut for falling behind (a control plane short of CPU): 51 during Gantry's run, 3 during the floor's."} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the rendered page lacks %q", want)
 		}

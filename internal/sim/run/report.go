@@ -31,8 +31,8 @@ import (
 // added idle_runner_seconds_per_job and warm. Version 6 added caches. Version 7 added
 // warm (pickup and its cost after a warm pool's warm-up). Version 8 added
 // rest_not_modified and webhook_delivery_seconds, and left the REST calls answered 304
-// out of every other REST figure.
-const SchemaVersion = 8
+// out of every other REST figure. Version 9 added watchers_cut and floor.watchers_cut.
+const SchemaVersion = 9
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -162,8 +162,12 @@ type Report struct {
 	BusyRunnerKills     []BusyRunnerKill   `json:"busy_runner_kills,omitempty"`
 	Controller          Controller         `json:"controller"`
 	CPUSeconds          map[string]float64 `json:"cpu_seconds_by_process"`
-	Faults              *FaultsReport      `json:"faults,omitempty"`
-	Caches              *CacheReport       `json:"caches,omitempty"`
+	// WatchersCut is how many watchers the kube-apiserver cut for falling behind during
+	// Gantry's part (its log, "… watcher close due to unresponsiveness"), any client's:
+	// a sign of a control plane short of CPU. Absent if its log could not be read.
+	WatchersCut *int          `json:"watchers_cut,omitempty"`
+	Faults      *FaultsReport `json:"faults,omitempty"`
+	Caches      *CacheReport  `json:"caches,omitempty"`
 	// Warm: pickup and its cost after a predictive pool's warm-up (spec.warm, steady
 	// arrivals only).
 	Warm               *WarmReport  `json:"warm,omitempty"`

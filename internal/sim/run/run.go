@@ -78,11 +78,15 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 		fr, floorErr = runFloor(ctx, w.floorEnv(), sc.workload(), opts.Seed, sc.Timeout, opts.Out)
 	}
 	w.stopAgents()
+	apiLog := w.cl.APIServerLog()
+	// Stopped now, the kube-apiserver has written its whole log.
+	w.stop()
 
 	rep := buildReport(sc, in)
 	if withFloor {
 		rep.Floor = floorReport(fr, floorErr, rep)
 	}
+	rep.countWatchersCut(apiLog, in.start, in.end, fr.start, fr.end)
 	for _, e := range w.agents.Errors() {
 		rep.AgentErrors = append(rep.AgentErrors, e.Error())
 	}

@@ -39,6 +39,13 @@ func (r *Report) Summary() string {
 			fmt.Fprintf(&b, "  floor NOT trustworthy: finished %v, cluster drained before %v, %d errors %s\n", f.Finished, f.ClusterDrained, f.Errors, f.Error)
 		}
 	}
+	if r.WatchersCut != nil {
+		fmt.Fprintf(&b, "  watchers the kube-apiserver cut for falling behind: %d during Gantry's part", *r.WatchersCut)
+		if r.Floor != nil && r.Floor.WatchersCut != nil {
+			fmt.Fprintf(&b, ", %d during the floor's", *r.Floor.WatchersCut)
+		}
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(&b, "  GitHub calls per job %.2f (REST %.2f, Actions service %.2f); the controller's Kubernetes API writes per job %.2f\n",
 		r.GitHubCallsPerJob, r.RESTCallsPerJob, r.ActionsServiceCallsPerJob, r.KubeWritesPerJob)
 	if k := r.KubeAPI; k != nil {
