@@ -16,7 +16,7 @@ func newSimCompareCommand() *cobra.Command {
 	var write bool
 	cmd := &cobra.Command{
 		Use:   "compare REPORT.json...",
-		Short: "Compare sim reports with a baseline file (or write the baseline)",
+		Short: "Compare sim reports with a baseline file (or write the baseline); several reports of a scenario count as one, by their medians",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var reports []*run.Report
@@ -36,8 +36,9 @@ func newSimCompareCommand() *cobra.Command {
 				return err
 			}
 			if write {
-				for _, r := range reports {
-					base[r.Scenario] = run.FiguresOf(r)
+				runs, _ := run.RunsByScenario(reports)
+				for scenario, figures := range runs {
+					base[scenario] = run.MedianFigures(figures)
 				}
 				b, err := json.MarshalIndent(base, "", "  ")
 				if err != nil {
@@ -54,6 +55,6 @@ func newSimCompareCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&baseline, "baseline", "bench/baseline.json", "baseline file")
-	cmd.Flags().BoolVar(&write, "write", false, "write the reports' figures into the baseline instead of comparing")
+	cmd.Flags().BoolVar(&write, "write", false, "write the reports' figures (a scenario's median over its reports) into the baseline instead of comparing")
 	return cmd
 }

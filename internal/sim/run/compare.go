@@ -277,6 +277,9 @@ type Verdict struct {
 	Value, Floor, Ref *float64
 	Limit             float64
 	Met               bool
+	// RunRatios are, for a target relative to the floor judged on several runs
+	// (JudgeRuns), each run's figure over its own floor, in run order.
+	RunRatios []float64
 }
 
 // String is the target as a sentence fragment: "≤ 1.5× floor (3.00)", "≤ 1.2× burst
@@ -285,6 +288,12 @@ func (v Verdict) String() string {
 	switch {
 	case v.Target.OfFloor && v.Floor == nil:
 		return fmt.Sprintf("≤ %g× floor (no floor)", v.Target.Max)
+	case v.Target.OfFloor && len(v.RunRatios) > 0:
+		runs := make([]string, len(v.RunRatios))
+		for i, r := range v.RunRatios {
+			runs[i] = fmt.Sprintf("%.2f×", r)
+		}
+		return fmt.Sprintf("≤ %g× floor: median %.2f× of %s", v.Target.Max, median(v.RunRatios), strings.Join(runs, ", "))
 	case v.Target.OfFloor:
 		return fmt.Sprintf("≤ %g× floor (%.2f)", v.Target.Max, v.Limit)
 	case v.Target.Of != "" && v.Ref == nil:
@@ -352,32 +361,34 @@ func unjudged(scenario string, peers map[string]Figures) []Target {
 // Compare prints, per scenario, the baseline's figures next to the new ones with the
 // change, the floor and the target of each (met or MISSED), the conditions of both
 // runs (the demand source among them), and the targets missed, met and not judged.
+// Several reports of one scenario are its repeated runs: compared as one, on their
+// median figures (MedianFigures, JudgeRuns).
 func Compare(base Baseline, reports []*Report) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "scenario\tfigure\tbaseline\tnow\tchange\tfloor\tnow/floor\ttarget\t\t")
-	sort.Slice(reports, func(i, j int) bool { return reports[i].Scenario < reports[j].Scenario })
+	runs, scenarios := RunsByScenario(reports)
 	peers := map[string]Figures{}
-	for _, r := range reports {
-		peers[r.Scenario] = FiguresOf(r)
+	for s, fs := range runs {
+		peers[s] = MedianFigures(fs)
 	}
 	var met, missed, notJudged []string
-	for _, r := range reports {
-		now := FiguresOf(r)
-		old, ok := base[r.Scenario]
+	for _, scenario := range scenarios {
+		now := peers[scenario]
+		old, ok := base[scenario]
 		verdicts := map[string]Verdict{}
-		for _, v := range Judge(r.Scenario, now, peers) {
+		for _, v := range JudgeRuns(scenario, runs[scenario], peers) {
 			verdicts[v.Target.Figure] = v
-			line := fmt.Sprintf("  %-20s %-36s %8s  (target %s)", r.Scenario, v.Target.Figure, num(v.Value), v)
+			line := fmt.Sprintf("  %-20s %-36s %8s  (target %s)", scenario, v.Target.Figure, num(v.Value), v)
 			if v.Met {
 				met = append(met, "met     "+line)
 			} else {
 				missed = append(missed, "MISSED  "+line)
 			}
 		}
-		for _, t := range unjudged(r.Scenario, peers) {
+		for _, t := range unjudged(scenario, peers) {
 			notJudged = append(notJudged, fmt.Sprintf("  %-20s %-36s target ≤ %g× %s's: %s is not in this comparison",
-				r.Scenario, t.Figure, t.Max, t.Of, t.Of))
+				scenario, t.Figure, t.Max, t.Of, t.Of))
 		}
 		for _, fig := range figures {
 			nv := fig.value(now)
@@ -395,7 +406,7 @@ func Compare(base Baseline, reports []*Report) string {
 			if fig.floor != nil {
 				if fl := fig.floor(now); fl != nil {
 					floor = num(fl)
-					if r := ratio(deref(nv), *fl); r != nil && nv != nil {
+					if r := floorRatio(fig, runs[scenario]); r != nil && nv != nil {
 						perFloor = fmt.Sprintf("%.2f×", *r)
 					}
 				}
@@ -407,22 +418,26 @@ func Compare(base Baseline, reports []*Report) string {
 					verdict = "met"
 				}
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, fig.name, baselineCell(ok, ov), num(nv), change(ok, ov, nv), floor, perFloor, target, verdict)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", scenario, fig.name, baselineCell(ok, ov), num(nv), change(ok, ov, nv), floor, perFloor, target, verdict)
 		}
 	}
 	w.Flush()
 
 	b.WriteString("\nMeasured on (latency figures depend on the machine and its load):\n")
-	for _, r := range reports {
-		now := FiguresOf(r)
+	for _, scenario := range scenarios {
+		now := peers[scenario]
 		oldCond := "no baseline"
-		if old, ok := base[r.Scenario]; ok {
+		if old, ok := base[scenario]; ok {
 			oldCond = conditions(old)
 			if demandSource(old) != demandSource(now) {
 				oldCond += " — NOT COMPARABLE: another demand source"
 			}
 		}
-		fmt.Fprintf(&b, "  %-20s baseline: %s; now: %s\n", r.Scenario, oldCond, conditions(now))
+		nowCond := conditions(now)
+		if n := len(runs[scenario]); n > 1 {
+			nowCond = fmt.Sprintf("median of %d runs from %s", n, nowCond)
+		}
+		fmt.Fprintf(&b, "  %-20s baseline: %s; now: %s\n", scenario, oldCond, nowCond)
 	}
 	if len(met)+len(missed)+len(notJudged) > 0 {
 		b.WriteString("\nTargets (issues 5 and 13; × floor: the oracle's figure in the same run; × another scenario: its figure in this comparison):\n")
@@ -434,6 +449,42 @@ func Compare(base Baseline, reports []*Report) string {
 		}
 	}
 	return b.String()
+}
+
+// RunsByScenario groups reports by scenario, each scenario's runs in the order given,
+// and returns the scenarios in name order.
+func RunsByScenario(reports []*Report) (map[string][]Figures, []string) {
+	runs := map[string][]Figures{}
+	var scenarios []string
+	for _, r := range reports {
+		if _, seen := runs[r.Scenario]; !seen {
+			scenarios = append(scenarios, r.Scenario)
+		}
+		runs[r.Scenario] = append(runs[r.Scenario], FiguresOf(r))
+	}
+	sort.Strings(scenarios)
+	return runs, scenarios
+}
+
+// floorRatio is a figure over its floor: the median of the runs' own ratios; nil when
+// a run lacks either.
+func floorRatio(fig figure, runs []Figures) *float64 {
+	var ratios []float64
+	for _, f := range runs {
+		v, fl := fig.value(f), fig.floor(f)
+		if v == nil || fl == nil {
+			return nil
+		}
+		r := ratio(*v, *fl)
+		if r == nil {
+			return nil
+		}
+		ratios = append(ratios, *r)
+	}
+	if len(ratios) == 0 {
+		return nil
+	}
+	return val(median(ratios))
 }
 
 func num(p *float64) string {
