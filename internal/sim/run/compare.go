@@ -469,19 +469,8 @@ func RunsByScenario(reports []*Report) (map[string][]Figures, []string) {
 // floorRatio is a figure over its floor: the median of the runs' own ratios; nil when
 // a run lacks either.
 func floorRatio(fig figure, runs []Figures) *float64 {
-	var ratios []float64
-	for _, f := range runs {
-		v, fl := fig.value(f), fig.floor(f)
-		if v == nil || fl == nil {
-			return nil
-		}
-		r := ratio(*v, *fl)
-		if r == nil {
-			return nil
-		}
-		ratios = append(ratios, *r)
-	}
-	if len(ratios) == 0 {
+	ratios, all := runRatios(fig, runs)
+	if !all {
 		return nil
 	}
 	return val(median(ratios))

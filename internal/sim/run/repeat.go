@@ -102,19 +102,25 @@ func JudgeRuns(scenario string, runs []Figures, peers map[string]Figures) []Verd
 		if !ok || fig.floor == nil {
 			continue
 		}
-		var ratios []float64
-		for _, f := range runs {
-			value, floor := fig.value(f), fig.floor(f)
-			if value == nil || floor == nil {
-				continue
-			}
-			if r := ratio(*value, *floor); r != nil {
-				ratios = append(ratios, *r)
-			}
-		}
+		ratios, all := runRatios(fig, runs)
 		v.RunRatios = ratios
-		v.Met = len(ratios) == len(runs) && median(ratios) <= v.Target.Max
+		v.Met = all && median(ratios) <= v.Target.Max
 		verdicts[i] = v
 	}
 	return verdicts
+}
+
+// runRatios are each run's figure over that run's floor, for the runs that measured
+// both (a zero floor gives none); all reports whether every run did.
+func runRatios(fig figure, runs []Figures) (ratios []float64, all bool) {
+	for _, f := range runs {
+		value, floor := fig.value(f), fig.floor(f)
+		if value == nil || floor == nil {
+			continue
+		}
+		if r := ratio(*value, *floor); r != nil {
+			ratios = append(ratios, *r)
+		}
+	}
+	return ratios, len(ratios) > 0 && len(ratios) == len(runs)
 }
