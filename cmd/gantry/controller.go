@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	uberzap "go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -125,7 +126,22 @@ func newLogger(format, level string) (zap.Opts, error) {
 		enc(o)
 		o.Level = lvl
 		o.Development = false
+		o.ZapOpts = append(o.ZapOpts, uberzap.WrapCore(lazyFields))
 	}, nil
+}
+
+// lazyFields makes a logger's fields (WithValues) encoded only once it writes a line.
+// controller-runtime gives every reconcile a logger with its object and a reconcile ID,
+// and most reconciles write nothing at the default level: encoding those fields ahead
+// took about 4 % of the controller's CPU under load (pprof, `gantry sim run --scenario
+// steady`).
+func lazyFields(c zapcore.Core) zapcore.Core { return lazyCore{c} }
+
+// lazyCore defers With to zapcore.NewLazyWith, and stays lazy through a chain of them.
+type lazyCore struct{ zapcore.Core }
+
+func (c lazyCore) With(fields []zapcore.Field) zapcore.Core {
+	return lazyCore{zapcore.NewLazyWith(c.Core, fields)}
 }
 
 // advertiseAddress is --webhook-advertise-address, or else the pod's IP (POD_IP, from

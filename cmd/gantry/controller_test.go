@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
 func TestControllerFlagsFallBackToEnvironment(t *testing.T) {
@@ -52,5 +56,31 @@ func TestControllerRefusesBadSettings(t *testing.T) {
 	}
 	if err := runController(&controllerFlags{logFormat: "json", logLevel: "info", webhookSecret: "no-slash"}); err == nil || !strings.Contains(err.Error(), "--webhook-secret") {
 		t.Errorf("runController with a malformed webhook secret = %v, want an error naming --webhook-secret", err)
+	}
+}
+
+// A logger's fields, encoded only when it writes, still reach every line it writes, through
+// chains of WithValues, and a line below the level writes nothing.
+func TestLoggerWritesItsFields(t *testing.T) {
+	opts, err := newLogger("json", "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	log := zap.New(opts, zap.WriteTo(&buf)).WithName("runner").WithValues("Runner", "ci/r-1")
+	log.V(1).Info("hidden", "detail", 1)
+	log.WithValues("reconcileID", "abc").Info("Runner failed", "reason", "ImagePullFailed")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("wrote %d lines, want the one at info:\n%s", len(lines), buf.String())
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &got); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"logger": "runner", "Runner": "ci/r-1", "reconcileID": "abc", "reason": "ImagePullFailed", "msg": "Runner failed"} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %q in %s", k, got[k], want, lines[0])
+		}
 	}
 }

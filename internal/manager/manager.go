@@ -177,6 +177,9 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 	opts.defaults()
 	managed := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})
 	cacheOpts := cache.Options{
+		// No object's managedFields is read: the cache keeps none, so it holds less and
+		// every read from it copies less.
+		DefaultTransform: cache.TransformStripManagedFields(),
 		// Pods and Secrets: only Gantry's own, so memory follows the number of runners,
 		// not the size of the cluster.
 		ByObject: map[client.Object]cache.ByObject{

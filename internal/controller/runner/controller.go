@@ -101,9 +101,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		return reconcile.Result{}, nil
 	}
 	if !controllerutil.ContainsFinalizer(runner, v1alpha1.Finalizer) {
-		patch := ctrl.MergeFromWithOptions(runner.DeepCopy(), ctrl.MergeFromWithOptimisticLock{})
 		controllerutil.AddFinalizer(runner, v1alpha1.Finalizer)
 		from := runner.ResourceVersion
+		patch, err := controller.FinalizersPatch(runner)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
 		if err := r.Client.Patch(ctx, runner, patch); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -174,7 +177,11 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
 		return nil
 	}
 	from := s.runner.ResourceVersion
-	if err := r.Client.Status().Patch(ctx, s.runner, ctrl.MergeFrom(s.before)); err != nil {
+	patch, err := controller.StatusPatch(s.before.Status, s.runner.Status)
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Status().Patch(ctx, s.runner, patch); err != nil {
 		return ctrl.IgnoreNotFound(err)
 	}
 	r.writes.wrote(s.runner, from, r.Clock.Now())

@@ -88,8 +88,11 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 	}
 	r.Tracker.ForgetRunner(runner.Name)
 	logger.V(1).Info("Runner removed")
-	patch := ctrl.MergeFromWithOptions(runner.DeepCopy(), ctrl.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(runner, v1alpha1.Finalizer)
+	patch, err := controller.FinalizersPatch(runner)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	if err := r.Client.Patch(ctx, runner, patch); err != nil {
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 	}
@@ -161,7 +164,11 @@ func (r *Reconciler) markDeleting(ctx context.Context, runner, stored *v1alpha1.
 		return nil
 	}
 	runner.Status.Phase = v1alpha1.RunnerDeleting
-	if err := r.Client.Status().Patch(ctx, runner, ctrl.MergeFrom(stored)); err != nil {
+	patch, err := controller.StatusPatch(stored.Status, runner.Status)
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Status().Patch(ctx, runner, patch); err != nil {
 		return ctrl.IgnoreNotFound(err)
 	}
 	r.writes.wrote(runner, stored.ResourceVersion, r.Clock.Now())
@@ -229,7 +236,11 @@ func (r *Reconciler) keepBusy(ctx context.Context, runner *v1alpha1.Runner) (rec
 	if runner.Status.Phase != v1alpha1.RunnerBusy {
 		before := runner.DeepCopy()
 		runner.Status.Phase = v1alpha1.RunnerBusy
-		if perr := r.Client.Status().Patch(ctx, runner, ctrl.MergeFrom(before)); perr != nil {
+		patch, err := controller.StatusPatch(before.Status, runner.Status)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if perr := r.Client.Status().Patch(ctx, runner, patch); perr != nil {
 			return reconcile.Result{}, ctrl.IgnoreNotFound(perr)
 		}
 		r.writes.wrote(runner, before.ResourceVersion, r.Clock.Now())

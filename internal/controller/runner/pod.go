@@ -83,7 +83,7 @@ func (r *Reconciler) ensurePod(ctx context.Context, s *scope) (reconcile.Result,
 	}
 
 	pod = buildPod(s.runner, s.pool)
-	hash := TemplateHash(s.pool.Spec.Template)
+	hash := PoolTemplateHash(s.pool)
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}

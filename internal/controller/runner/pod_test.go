@@ -91,3 +91,26 @@ func TestBuildPodSecurityDefaults(t *testing.T) {
 		})
 	}
 }
+
+// PoolTemplateHash answers TemplateHash for the pool's current template: a change of
+// spec, which raises the generation, is seen at once.
+func TestPoolTemplateHashFollowsTheGeneration(t *testing.T) {
+	pool := &v1alpha1.RunnerPool{}
+	pool.UID, pool.Generation = "uid-hash-test", 1
+	pool.Spec.Template.Spec.Containers = []corev1.Container{{Name: "runner", Image: "runner:1"}}
+	if got, want := PoolTemplateHash(pool), TemplateHash(pool.Spec.Template); got != want {
+		t.Fatalf("PoolTemplateHash = %s, want %s", got, want)
+	}
+	first := PoolTemplateHash(pool)
+	pool.Spec.Template.Spec.Containers[0].Image = "runner:2"
+	pool.Generation = 2
+	if got, want := PoolTemplateHash(pool), TemplateHash(pool.Spec.Template); got != want || got == first {
+		t.Errorf("after a template change PoolTemplateHash = %s, want %s (was %s)", got, want, first)
+	}
+	ForgetPool(pool.UID)
+	other := &v1alpha1.RunnerPool{} // not from the API server: no UID, no generation
+	other.Spec.Template.Spec.Containers = []corev1.Container{{Name: "runner", Image: "runner:3"}}
+	if got, want := PoolTemplateHash(other), TemplateHash(other.Spec.Template); got != want {
+		t.Errorf("PoolTemplateHash of a pool without UID = %s, want %s", got, want)
+	}
+}

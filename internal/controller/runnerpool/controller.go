@@ -33,6 +33,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/controller/scaleset"
 	"github.com/gantry-dev/gantry/internal/demand"
 	"github.com/gantry-dev/gantry/internal/github"
@@ -165,7 +166,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	} else if !equality.Semantic.DeepEqual(before.Status, pool.Status) {
 		// An unchanged status is not sent: an empty patch still costs the API server a
 		// request, once for every runner that moves.
-		if err := r.Client.Status().Patch(ctx, pool, client.MergeFrom(before)); err != nil {
+		patch, err := controller.StatusPatch(before.Status, pool.Status)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if err := r.Client.Status().Patch(ctx, pool, patch); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 		r.statusWrites.wrote(req.NamespacedName, r.Clock.Now())
@@ -315,6 +320,7 @@ func (r *Reconciler) drain(ctx context.Context, pool *v1alpha1.RunnerPool, runne
 		return reconcile.Result{}, err
 	}
 	r.Failures.Forget(key)
+	runner.ForgetPool(pool.UID)
 	patch := client.MergeFromWithOptions(pool.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(pool, Finalizer)
 	return reconcile.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, pool, patch))

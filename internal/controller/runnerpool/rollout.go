@@ -22,7 +22,7 @@ func isOutdated(rn *v1alpha1.Runner, hash string) bool {
 // countOutdated counts the runners, busy ones included, whose pod was made from an older
 // template; failed runners and runners on their way out are not counted.
 func (s *state) countOutdated(t *demand.Tracker) {
-	s.templateHash = runner.TemplateHash(s.pool.Spec.Template)
+	s.templateHash = runner.PoolTemplateHash(s.pool)
 	for i := range s.runners {
 		rn := &s.runners[i]
 		if rn.Status.Phase == v1alpha1.RunnerFailed || rn.Status.Phase == v1alpha1.RunnerSucceeded ||
