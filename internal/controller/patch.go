@@ -36,6 +36,8 @@ func StatusPatch(before, after any) (client.Patch, error) {
 // FinalizersPatch is the JSON merge patch that sets obj's finalizers to those obj holds
 // now, applied only to the version obj was read at (a conflict otherwise, as
 // client.MergeFromWithOptimisticLock): another finalizer added meanwhile is never lost.
+// Every finalizer Gantry adds or removes (Runners, pools, credentials Secrets) goes
+// through it.
 func FinalizersPatch(obj client.Object) (client.Patch, error) {
 	fs := obj.GetFinalizers()
 	if len(fs) == 0 {

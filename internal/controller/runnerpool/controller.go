@@ -96,8 +96,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return r.drain(ctx, pool, runners)
 	}
 	if !controllerutil.ContainsFinalizer(pool, Finalizer) {
-		patch := client.MergeFromWithOptions(pool.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		controllerutil.AddFinalizer(pool, Finalizer)
+		patch, err := controller.FinalizersPatch(pool)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
 		return reconcile.Result{}, r.Client.Patch(ctx, pool, patch)
 	}
 
@@ -321,8 +324,11 @@ func (r *Reconciler) drain(ctx context.Context, pool *v1alpha1.RunnerPool, runne
 	}
 	r.Failures.Forget(key)
 	runner.ForgetPool(pool.UID)
-	patch := client.MergeFromWithOptions(pool.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(pool, Finalizer)
+	patch, err := controller.FinalizersPatch(pool)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	return reconcile.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, pool, patch))
 }
 

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller"
 )
 
 // How often a held credentials Secret is looked at again (someone may have removed the
@@ -110,8 +111,11 @@ func (r *Reconciler) holdSecret(ctx context.Context, key types.NamespacedName) e
 		return nil
 	}
 	log.FromContext(ctx).V(1).Info("Holding the credentials secret while the pool uses it", "secret", key.Name)
-	patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.AddFinalizer(s, v1alpha1.CredentialsFinalizer)
+	patch, err := controller.FinalizersPatch(s)
+	if err != nil {
+		return err
+	}
 	if err := r.Client.Patch(ctx, s, patch); err != nil {
 		return fmt.Errorf("holding credentials secret %s: %w", key, client.IgnoreNotFound(err))
 	}
@@ -144,8 +148,11 @@ func (r *Reconciler) releaseSecret(ctx context.Context, pool *v1alpha1.RunnerPoo
 		return nil
 	}
 	log.FromContext(ctx).V(1).Info("Letting the credentials secret go: no pool uses it", "secret", name)
-	patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(s, v1alpha1.CredentialsFinalizer)
+	patch, err := controller.FinalizersPatch(s)
+	if err != nil {
+		return err
+	}
 	if err := r.Client.Patch(ctx, s, patch); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("letting credentials secret %s go: %w", key, err)
 	}
