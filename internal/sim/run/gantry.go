@@ -6,13 +6,17 @@ import (
 	"io"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/sim/fault"
 )
 
 // runGantry runs the scenario's workload through Gantry — the sampler, the fault
 // schedule, the jobs — waits for the jobs and for the pools to drain, takes what the
 // report needs of the world, and stops the controller, so that nothing after it (the
-// floor) is counted as Gantry's. Before the workload it waits for every pool's
+// floor) is counted as Gantry's. Before the workload it waits until the controller has
+// taken up every pool (waitPoolsTakenUp), for every pool's
 // scale-set session (Scenario.waitsForSessions) and for the idle runners a warm
 // history asks for (Scenario.WarmHistory), and holds the idle window (Scenario.Idle);
 // none counts in the workload's figures.
@@ -20,6 +24,7 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 	var sessions *Sessions
 	var idle *IdleReport
 	names := sc.poolNames()
+	waitPoolsTakenUp(ctx, w.cl.Client, names, poolsTakenUpWait, out)
 	if sc.waitsForSessions() {
 		s := waitSessions(ctx, w.sim, names, sessionsWait, out)
 		sessions = &s
@@ -135,4 +140,46 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 	in.audit, in.auditErr = readAudit(w.cl.AuditLog)
 	in.end = time.Now()
 	return in, nil
+}
+
+// poolsTakenUpWait bounds the wait for the controller to take up its pools.
+const poolsTakenUpWait = time.Minute
+
+// waitPoolsTakenUp waits until the controller has reconciled every pool's current
+// generation (status.observedGeneration) — from then on it matches a queued job to its
+// pool — or timeout, and says how long that took. /readyz answers once the caches
+// are synced, a few hundred milliseconds before the pools are reconciled; a workload
+// queued in between would time the controller's start-up (its webhooks parked until
+// a pool is known) as the jobs' reaction, where the floor's oracle has no start-up.
+// A running controller meets a burst with its pools known. The wait is not part of
+// the workload's figures.
+func waitPoolsTakenUp(ctx context.Context, c client.Client, pools []string, timeout time.Duration, out io.Writer) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		taken := 0
+		var list v1alpha1.RunnerPoolList
+		if err := c.List(ctx, &list, client.InNamespace(namespace)); err == nil {
+			want := make(map[string]bool, len(pools))
+			for _, name := range pools {
+				want[name] = true
+			}
+			for _, pool := range list.Items {
+				if want[pool.Name] && pool.Status.ObservedGeneration == pool.Generation {
+					taken++
+				}
+			}
+		}
+		if taken == len(pools) {
+			fmt.Fprintf(out, "The controller took up its %d pool(s) %.2fs after it was ready\n", len(pools), time.Since(start).Seconds())
+			return
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(out, "The controller took up %d of its %d pools within %s; the workload starts anyway\n", taken, len(pools), timeout)
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
