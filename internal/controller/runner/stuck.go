@@ -81,6 +81,15 @@ func (r *Reconciler) checkStuck(ctx context.Context, s *scope, hasJob bool) (han
 	}
 
 	// Pending (or Running on a sidecar while the runner container waits).
+	if ranBefore(s, hasJob) {
+		// A pod never goes back to Pending, nor a runner container that ran (restartPolicy
+		// Never) back to waiting: this pod is a read from a cache behind the one this
+		// runner's status was made from — under load the pod watch falls behind, and the
+		// pod was read from the API server before. Saying Pending now, and Busy again
+		// once the cache catches up, would be two status writes telling a busy runner's
+		// history backwards. The pod's next event brings the current one.
+		return true, reconcile.Result{RequeueAfter: behindRecheck}, false, nil
+	}
 	s.runner.Status.Phase = v1alpha1.RunnerPending
 	v := diagnose(pod, s.pool.Spec.Recovery, now, false)
 	if v.reason == "" {
@@ -329,4 +338,15 @@ func (r *Reconciler) lastPodWarning(ctx context.Context, pod *corev1.Pod) string
 		msg = msg[:maxWarningLen] + "…"
 	}
 	return msg
+}
+
+// ranBefore reports whether the runner is known to have run its agent: it has a job,
+// or its status says Idle or Busy (set only once GitHub listed it online or gave it a
+// job).
+func ranBefore(s *scope, hasJob bool) bool {
+	switch s.runner.Status.Phase {
+	case v1alpha1.RunnerIdle, v1alpha1.RunnerBusy:
+		return true
+	}
+	return hasJob
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
@@ -112,5 +114,49 @@ func TestFailedInitContainer(t *testing.T) {
 	got := failedInitContainer(pod)
 	if got == nil || got.Name != "setup" {
 		t.Fatalf("failedInitContainer = %+v, want setup (a sidecar's exit does not fail the pod)", got)
+	}
+}
+
+// A pod read from a cache that is behind can show Pending after the runner was seen
+// busy or idle: the runner keeps its phase (no status write telling its history
+// backwards) and is looked at again shortly. A runner that never ran is Pending.
+func TestStalePendingPodDoesNotTurnARunnerBack(t *testing.T) {
+	created := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	stale := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "r", CreationTimestamp: metav1.NewTime(created)},
+		Spec:       corev1.PodSpec{NodeName: "n", Containers: []corev1.Container{{Name: v1alpha1.RunnerContainerName}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
+			Name: v1alpha1.RunnerContainerName, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}},
+	}
+	r := &Reconciler{Clock: clocktesting.NewFakeClock(created.Add(5 * time.Second))}
+	for _, tc := range []struct {
+		name      string
+		phase     v1alpha1.RunnerPhase
+		hasJob    bool
+		wantPhase v1alpha1.RunnerPhase
+		wantAfter time.Duration
+	}{
+		{name: "busy", phase: v1alpha1.RunnerBusy, hasJob: true, wantPhase: v1alpha1.RunnerBusy, wantAfter: behindRecheck},
+		{name: "idle", phase: v1alpha1.RunnerIdle, wantPhase: v1alpha1.RunnerIdle, wantAfter: behindRecheck},
+		{name: "job seen, status not written yet", phase: v1alpha1.RunnerPending, hasJob: true, wantPhase: v1alpha1.RunnerPending, wantAfter: behindRecheck},
+		{name: "never ran", phase: "", wantPhase: v1alpha1.RunnerPending, wantAfter: 10*time.Minute - 5*time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &scope{
+				runner: &v1alpha1.Runner{Status: v1alpha1.RunnerStatus{Phase: tc.phase}},
+				pool:   &v1alpha1.RunnerPool{},
+				pod:    stale.DeepCopy(),
+			}
+			handled, res, done, err := r.checkStuck(context.Background(), s, tc.hasJob)
+			if err != nil || !handled || done {
+				t.Fatalf("checkStuck = handled %v, done %v, err %v; want handled, not done", handled, done, err)
+			}
+			if s.runner.Status.Phase != tc.wantPhase {
+				t.Errorf("phase = %q, want %q", s.runner.Status.Phase, tc.wantPhase)
+			}
+			if res.RequeueAfter != tc.wantAfter {
+				t.Errorf("requeue after %s, want %s", res.RequeueAfter, tc.wantAfter)
+			}
+		})
 	}
 }
