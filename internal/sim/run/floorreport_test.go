@@ -190,6 +190,10 @@ func TestAuditCounts(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("audit counts (-want +got):\n%s", diff)
 	}
+	// The peak counts the writes while jobs ran: from 2 s on, 9 in the busiest 10 s.
+	if got := a.kubeAPI(2, 1, at(2), at(26)).PoolStatusWritesPeak; got != 0.9 {
+		t.Errorf("pool status writes peak from 2 s on: %v, want 0.9", got)
+	}
 	// The mean is per pool of the scenario, those that wrote no status included.
 	if got := a.kubeAPI(2, 2, t0, at(26)).PoolStatusWritesPerSecond; got != 0.25 {
 		t.Errorf("pool status writes per second per pool, of 2 pools one of which wrote: %v, want 0.25", got)
