@@ -157,14 +157,14 @@ func waitPoolsTakenUp(ctx context.Context, c client.Client, pools []string, time
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	want := make(map[string]bool, len(pools))
+	for _, name := range pools {
+		want[name] = true
+	}
 	for {
 		taken := 0
 		var list v1alpha1.RunnerPoolList
 		if err := c.List(ctx, &list, client.InNamespace(namespace)); err == nil {
-			want := make(map[string]bool, len(pools))
-			for _, name := range pools {
-				want[name] = true
-			}
 			for _, pool := range list.Items {
 				if want[pool.Name] && pool.Status.ObservedGeneration == pool.Generation {
 					taken++
