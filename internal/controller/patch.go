@@ -38,16 +38,14 @@ func StatusPatch(before, after any) (client.Patch, error) {
 // client.MergeFromWithOptimisticLock): another finalizer added meanwhile is never lost.
 // Every finalizer Gantry adds or removes (Runners, pools, credentials Secrets) goes
 // through it.
-func FinalizersPatch(obj client.Object) (client.Patch, error) {
+func FinalizersPatch(obj client.Object) client.Patch {
 	fs := obj.GetFinalizers()
 	if len(fs) == 0 {
 		fs = nil // null removes the field
 	}
-	data, err := json.Marshal(map[string]any{"metadata": map[string]any{
+	// Strings and a list of them always encode.
+	data, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 		"finalizers": fs, "resourceVersion": obj.GetResourceVersion(),
 	}})
-	if err != nil {
-		return nil, fmt.Errorf("encoding the finalizers: %w", err)
-	}
-	return client.RawPatch(types.MergePatchType, data), nil
+	return client.RawPatch(types.MergePatchType, data)
 }

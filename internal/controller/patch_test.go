@@ -56,19 +56,13 @@ func TestStatusPatchIsMergeFromOfTheStatus(t *testing.T) {
 // read so that a finalizer added meanwhile makes it conflict rather than be lost.
 func TestFinalizersPatch(t *testing.T) {
 	rn := &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Name: "r-1", ResourceVersion: "12", Finalizers: []string{"other.example/keep"}}}
-	p, err := FinalizersPatch(rn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := FinalizersPatch(rn)
 	want := map[string]any{"metadata": map[string]any{"finalizers": []any{"other.example/keep"}, "resourceVersion": "12"}}
 	if got := patchData(t, p, rn); !reflect.DeepEqual(got, want) {
 		t.Errorf("FinalizersPatch = %v, want %v", got, want)
 	}
 	rn.Finalizers = nil
-	p, err = FinalizersPatch(rn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p = FinalizersPatch(rn)
 	want = map[string]any{"metadata": map[string]any{"finalizers": nil, "resourceVersion": "12"}}
 	if got := patchData(t, p, rn); !reflect.DeepEqual(got, want) {
 		t.Errorf("FinalizersPatch with none left = %v, want %v", got, want)

@@ -103,10 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if !controllerutil.ContainsFinalizer(runner, v1alpha1.Finalizer) {
 		controllerutil.AddFinalizer(runner, v1alpha1.Finalizer)
 		from := runner.ResourceVersion
-		patch, err := controller.FinalizersPatch(runner)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
+		patch := controller.FinalizersPatch(runner)
 		if err := r.Client.Patch(ctx, runner, patch); err != nil {
 			return reconcile.Result{}, err
 		}

@@ -89,10 +89,7 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 	r.Tracker.ForgetRunner(runner.Name)
 	logger.V(1).Info("Runner removed")
 	controllerutil.RemoveFinalizer(runner, v1alpha1.Finalizer)
-	patch, err := controller.FinalizersPatch(runner)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
+	patch := controller.FinalizersPatch(runner)
 	if err := r.Client.Patch(ctx, runner, patch); err != nil {
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 	}

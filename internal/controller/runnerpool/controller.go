@@ -97,10 +97,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if !controllerutil.ContainsFinalizer(pool, Finalizer) {
 		controllerutil.AddFinalizer(pool, Finalizer)
-		patch, err := controller.FinalizersPatch(pool)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
+		patch := controller.FinalizersPatch(pool)
 		return reconcile.Result{}, r.Client.Patch(ctx, pool, patch)
 	}
 
@@ -325,10 +322,7 @@ func (r *Reconciler) drain(ctx context.Context, pool *v1alpha1.RunnerPool, runne
 	r.Failures.Forget(key)
 	runner.ForgetPool(pool.UID)
 	controllerutil.RemoveFinalizer(pool, Finalizer)
-	patch, err := controller.FinalizersPatch(pool)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
+	patch := controller.FinalizersPatch(pool)
 	return reconcile.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, pool, patch))
 }
 

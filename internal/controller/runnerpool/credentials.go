@@ -112,10 +112,7 @@ func (r *Reconciler) holdSecret(ctx context.Context, key types.NamespacedName) e
 	}
 	log.FromContext(ctx).V(1).Info("Holding the credentials secret while the pool uses it", "secret", key.Name)
 	controllerutil.AddFinalizer(s, v1alpha1.CredentialsFinalizer)
-	patch, err := controller.FinalizersPatch(s)
-	if err != nil {
-		return err
-	}
+	patch := controller.FinalizersPatch(s)
 	if err := r.Client.Patch(ctx, s, patch); err != nil {
 		return fmt.Errorf("holding credentials secret %s: %w", key, client.IgnoreNotFound(err))
 	}
@@ -149,10 +146,7 @@ func (r *Reconciler) releaseSecret(ctx context.Context, pool *v1alpha1.RunnerPoo
 	}
 	log.FromContext(ctx).V(1).Info("Letting the credentials secret go: no pool uses it", "secret", name)
 	controllerutil.RemoveFinalizer(s, v1alpha1.CredentialsFinalizer)
-	patch, err := controller.FinalizersPatch(s)
-	if err != nil {
-		return err
-	}
+	patch := controller.FinalizersPatch(s)
 	if err := r.Client.Patch(ctx, s, patch); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("letting credentials secret %s go: %w", key, err)
 	}

@@ -238,8 +238,11 @@ func (l *poolListener) recordID(ctx context.Context, ss *scaleset.RunnerScaleSet
 			}
 			pool.Status.ScaleSet.ID, pool.Status.ScaleSet.Name = int64(ss.ID), ss.Name
 			pool.Status.ScaleSet.RunnerGroupID = int64(ss.RunnerGroupID)
-			if err = l.m.Client.Status().Patch(ctx, pool, client.MergeFrom(before)); err == nil {
-				return
+			var patch client.Patch
+			if patch, err = controller.StatusPatch(before.Status, pool.Status); err == nil {
+				if err = l.m.Client.Status().Patch(ctx, pool, patch); err == nil {
+					return
+				}
 			}
 		}
 		l.log.Info("Recording the scale set's id in the pool's status failed; retrying", "attempt", attempt+1, "reason", err.Error())
