@@ -88,6 +88,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	seenMark := r.expectations.mark() // before the list: see expectations
 	runners, err := r.listRunners(ctx, pool)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -126,7 +127,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.ScaleSets.Forget(req.NamespacedName)
 	}
 
-	st.count(r.Tracker, r.expectations.pending(req.NamespacedName, runners, r.Clock.Now()))
+	st.count(r.Tracker, r.expectations.pending(req.NamespacedName, seenMark, runners, r.Clock.Now()))
 	st.countOutdated(r.Tracker)
 	if prev := pool.Status.TemplateHash; prev != "" && prev != st.templateHash {
 		// A changed template gets a fresh start: the failures were the old template's,

@@ -218,7 +218,7 @@ func (r *Reconciler) createRunner(ctx context.Context, pool *v1alpha1.RunnerPool
 	name := types.NamespacedName{Namespace: rn.Namespace, Name: rn.Name}
 	r.Births.Born(name)
 	if err := r.Client.Create(ctx, rn); err != nil {
-		r.expectations.observed(key, rn.Name)
+		r.expectations.forgetCreate(key, rn.Name)
 		r.Births.Forget(name)
 		return fmt.Errorf("creating runner: %w", err)
 	}
@@ -276,9 +276,26 @@ func runnerName(pool string) string {
 
 // expectations remember runners created but not yet seen in the informer cache, so a
 // stale read right after a create never makes the pool create them again.
+//
+// The informer puts a Runner in the cache before it tells runnerSeen, so a Runner seen
+// before a reconcile listed its pool's Runners is in that list (or already gone from
+// it), and one seen after may not be: its expectation must still count. Each is marked
+// with the order it was seen in (seq), and a reconcile takes the order before it lists
+// (mark), so pending counts what its own list cannot show. Dropped at once when seen,
+// a Runner the cache showed between the list and the count was counted nowhere and
+// made again (`gantry sim run --scenario burst`: nine extra Runners in one run of 15,
+// retired later).
 type expectations struct {
 	mu   sync.Mutex
-	byPl map[types.NamespacedName]map[string]time.Time
+	seq  uint64
+	byPl map[types.NamespacedName]map[string]expectation
+}
+
+// expectation is one created Runner: when it was created, and the order the informer
+// saw it in (0: not yet).
+type expectation struct {
+	created time.Time
+	seen    uint64
 }
 
 // expectationTTL: a created runner the cache has not shown after this long is assumed
@@ -289,31 +306,52 @@ func (e *expectations) expect(pool types.NamespacedName, name string, now time.T
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.byPl == nil {
-		e.byPl = map[types.NamespacedName]map[string]time.Time{}
+		e.byPl = map[types.NamespacedName]map[string]expectation{}
 	}
 	if e.byPl[pool] == nil {
-		e.byPl[pool] = map[string]time.Time{}
+		e.byPl[pool] = map[string]expectation{}
 	}
-	e.byPl[pool][name] = now
+	e.byPl[pool][name] = expectation{created: now}
 }
 
+// observed records that the informer saw the Runner, made or gone.
 func (e *expectations) observed(pool types.NamespacedName, name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if x, ok := e.byPl[pool][name]; ok && x.seen == 0 {
+		e.seq++
+		x.seen = e.seq
+		e.byPl[pool][name] = x
+	}
+}
+
+// forgetCreate drops the expectation of a Runner whose create failed.
+func (e *expectations) forgetCreate(pool types.NamespacedName, name string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.byPl[pool], name)
 }
 
-// pending drops the expectations the listed runners satisfy and returns how many remain.
-func (e *expectations) pending(pool types.NamespacedName, seen []v1alpha1.Runner, now time.Time) int {
+// mark returns the order of what the informer has seen so far: take it before listing.
+func (e *expectations) mark() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.seq
+}
+
+// pending drops the expectations a list taken after mark satisfies — the Runners it
+// shows, and those the informer saw before mark — and those past expectationTTL, and
+// returns how many remain.
+func (e *expectations) pending(pool types.NamespacedName, mark uint64, listed []v1alpha1.Runner, now time.Time) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	m := e.byPl[pool]
-	for i := range seen {
-		delete(m, seen[i].Name)
+	for i := range listed {
+		delete(m, listed[i].Name)
 	}
 	cutoff := now.Add(-expectationTTL)
-	for name, at := range m {
-		if at.Before(cutoff) {
+	for name, x := range m {
+		if (x.seen != 0 && x.seen <= mark) || x.created.Before(cutoff) {
 			delete(m, name)
 		}
 	}

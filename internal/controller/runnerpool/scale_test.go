@@ -84,13 +84,13 @@ func TestExpectationsCountCreatesTheCacheHasNotShown(t *testing.T) {
 	now := time.Now()
 	e.expect(pool, "p-aaaaa", now)
 	e.expect(pool, "p-bbbbb", now)
-	if got := e.pending(pool, nil, now); got != 2 {
+	if got := e.pending(pool, e.mark(), nil, now); got != 2 {
 		t.Fatalf("pending before the cache shows anything = %d, want 2", got)
 	}
-	if got := e.pending(pool, []v1alpha1.Runner{{ObjectMeta: metav1.ObjectMeta{Name: "p-aaaaa"}}}, now); got != 1 {
+	if got := e.pending(pool, e.mark(), []v1alpha1.Runner{{ObjectMeta: metav1.ObjectMeta{Name: "p-aaaaa"}}}, now); got != 1 {
 		t.Fatalf("pending after the cache shows one = %d, want 1", got)
 	}
-	if got := e.pending(pool, nil, now.Add(expectationTTL+time.Second)); got != 0 {
+	if got := e.pending(pool, e.mark(), nil, now.Add(expectationTTL+time.Second)); got != 0 {
 		t.Fatalf("pending after the TTL = %d, want 0", got)
 	}
 }

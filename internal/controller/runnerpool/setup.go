@@ -79,11 +79,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Complete(gantrycontroller.QuietOnShutdown(r))
 }
 
-// runnerSeen meets the pool's expectation of a Runner it created once the informer has
-// seen the Runner, made or already gone. The pool's next reconcile, up to settle
-// later, would meet it only by listing the Runner, and a Runner made and gone within
-// that wait (a short job) would be counted as on its way for expectationTTL, holding
-// back a runner for the next job.
+// runnerSeen tells the pool's expectations that the informer has seen a Runner it
+// created, made or already gone: the pool's next reconcile drops the expectation even
+// if its list does not show the Runner. Met only by listing, a Runner made and gone
+// between two reconciles (a short job) would be counted as on its way for
+// expectationTTL, holding back a runner for the next job.
 func (r *Reconciler) runnerSeen(o client.Object) {
 	if pool := o.GetLabels()[v1alpha1.LabelPool]; pool != "" {
 		r.expectations.observed(types.NamespacedName{Namespace: o.GetNamespace(), Name: pool}, o.GetName())

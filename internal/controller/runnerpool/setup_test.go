@@ -84,17 +84,57 @@ func TestRunnerSeenByTheInformerMeetsItsExpectation(t *testing.T) {
 	r.expectations.expect(key, "linux-a", now)
 	r.expectations.expect(key, "linux-b", now)
 	r.expectations.expect(key, "linux-c", now)
-	seen := func(name, pool string) *v1alpha1.Runner {
-		return &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: name, Labels: map[string]string{v1alpha1.LabelPool: pool}}}
-	}
-	r.runnerSeen(seen("linux-a", "linux"))
-	r.runnerSeen(seen("linux-b", "other")) // another pool's Runner of the same name
-	if got := r.expectations.pending(key, nil, now); got != 2 {
+	r.runnerSeen(seenRunner("linux-a", "linux"))
+	r.runnerSeen(seenRunner("linux-b", "other")) // another pool's Runner of the same name
+	if got := r.expectations.pending(key, r.expectations.mark(), nil, now); got != 2 {
 		t.Errorf("after one Runner seen, %d expected, want 2", got)
 	}
-	r.runnerSeen(seen("linux-b", "linux"))
-	r.runnerSeen(seen("linux-c", "linux"))
-	if got := r.expectations.pending(key, nil, now); got != 0 {
+	r.runnerSeen(seenRunner("linux-b", "linux"))
+	r.runnerSeen(seenRunner("linux-c", "linux"))
+	if got := r.expectations.pending(key, r.expectations.mark(), nil, now); got != 0 {
 		t.Errorf("after every Runner seen, %d expected, want 0", got)
 	}
+}
+
+// A Runner the informer shows after the reconcile listed the pool's Runners is still
+// counted as on its way by that reconcile: dropped when seen, it was counted nowhere,
+// and the pool made another.
+func TestRunnerSeenAfterTheListStaysExpected(t *testing.T) {
+	now := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	key := types.NamespacedName{Namespace: "ci", Name: "linux"}
+	r := &Reconciler{}
+	r.expectations.expect(key, "linux-a", now)
+	r.expectations.expect(key, "linux-b", now)
+
+	mark := r.expectations.mark()
+	// The reconcile lists here: neither Runner is in the cache yet. Then the informer
+	// adds linux-a and says so, before the reconcile counts.
+	r.runnerSeen(seenRunner("linux-a", "linux"))
+	if got := r.expectations.pending(key, mark, nil, now); got != 2 {
+		t.Fatalf("a Runner seen after the list: %d expected, want 2 (it is in no count)", got)
+	}
+
+	// The next reconcile's list shows linux-a.
+	mark = r.expectations.mark()
+	if got := r.expectations.pending(key, mark, []v1alpha1.Runner{*seenRunner("linux-a", "linux")}, now); got != 1 {
+		t.Fatalf("linux-a listed: %d expected, want 1 (linux-b)", got)
+	}
+
+	// linux-b was made and is gone again before any list showed it: the reconcile after
+	// the informer saw it no longer counts it.
+	r.runnerSeen(seenRunner("linux-b", "linux"))
+	if got := r.expectations.pending(key, r.expectations.mark(), nil, now); got != 0 {
+		t.Errorf("linux-b seen before the list: %d expected, want 0", got)
+	}
+
+	// A create that failed is not expected at all.
+	r.expectations.expect(key, "linux-c", now)
+	r.expectations.forgetCreate(key, "linux-c")
+	if got := r.expectations.pending(key, r.expectations.mark(), nil, now); got != 0 {
+		t.Errorf("after a failed create: %d expected, want 0", got)
+	}
+}
+
+func seenRunner(name, pool string) *v1alpha1.Runner {
+	return &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: name, Labels: map[string]string{v1alpha1.LabelPool: pool}}}
 }
