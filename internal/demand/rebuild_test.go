@@ -9,13 +9,13 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-func TestPoolReposAndRebuilt(t *testing.T) {
+func TestSnapshotReposAndRebuilt(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	router := NewRouter()
 	pool := types.NamespacedName{Namespace: "ci", Name: "org"}
 	router.SetPool(Pool{Key: pool, Kind: ScopeOrganization, Host: "github.com", Owner: "acme", Labels: []string{"self-hosted", "linux", "x64"}})
 	tr := NewTracker(router, clk)
-	if tr.Rebuilt() {
+	if tr.Rebuilt() || tr.Snapshot(pool, nil).Rebuilt {
 		t.Fatal("a new Tracker says its demand was rebuilt")
 	}
 	job := func(id int64, repo string) Job {
@@ -31,11 +31,11 @@ func TestPoolReposAndRebuilt(t *testing.T) {
 		{Host: "github.com", Owner: "acme", Name: "api"}: clk.Now(),
 		{Host: "github.com", Owner: "acme", Name: "web"}: clk.Now().Add(-time.Minute),
 	}
-	if diff := cmp.Diff(want, tr.PoolRepos(pool)); diff != "" {
-		t.Errorf("PoolRepos (-want +got):\n%s", diff)
+	if diff := cmp.Diff(want, tr.Snapshot(pool, nil).Repos); diff != "" {
+		t.Errorf("Snapshot's Repos (-want +got):\n%s", diff)
 	}
 	tr.MarkRebuilt()
-	if !tr.Rebuilt() {
+	if !tr.Rebuilt() || !tr.Snapshot(pool, nil).Rebuilt {
 		t.Error("MarkRebuilt did not stick")
 	}
 }

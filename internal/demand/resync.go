@@ -84,26 +84,6 @@ func (t *Tracker) SyncRepo(repo Repo, queued []Job, unlisted map[int64]bool, lis
 	return added, dropped
 }
 
-// PoolRepos returns the repositories of the jobs the Tracker routed to pool and still
-// remembers, each with when it last heard of one of them. The RunnerPool controller
-// keeps them in the pool's status, so that a restarted controller knows which
-// repositories to resync.
-func (t *Tracker) PoolRepos(pool PoolKey) map[Repo]time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := map[Repo]time.Time{}
-	for _, tj := range t.jobs {
-		if tj.pool != pool {
-			continue
-		}
-		r := tj.repo
-		if tj.seenAt.After(out[r]) {
-			out[r] = tj.seenAt
-		}
-	}
-	return out
-}
-
 // MarkRebuilt records that demand was rebuilt from GitHub after a start: resync
 // completed a pass over every pool's repositories. Until then the Tracker knows only
 // what webhooks told it since the start, and pools must not retire runners for lack

@@ -34,6 +34,7 @@ type trackedJob struct {
 	seenAt   time.Time // when Gantry last heard of it
 	heardAt  time.Time // when Gantry first heard of it
 	repo     Repo      // repoOf(job), lower-cased once
+	counted  bool      // counted in the repos of its pool (heardOf)
 	until    time.Time // forget after
 }
 
@@ -64,6 +65,10 @@ type Tracker struct {
 	pickup func(pool PoolKey, waited time.Duration)
 	// arrival receives each job first seen queued for a pool, and when.
 	arrival func(pool PoolKey, at time.Time)
+	// repos holds, per pool, the repositories of the jobs routed to it that the Tracker
+	// still remembers: PoolSnapshot's Repos, kept as jobs come and go rather than found
+	// by walking every job (two hours of them) on each pool reconcile.
+	repos map[PoolKey]map[Repo]*repoSeen
 	// rebuilt is set once demand was rebuilt from GitHub after a start (MarkRebuilt).
 	rebuilt bool
 	// log receives a line for each queued self-hosted job that matches no pool.
@@ -78,6 +83,7 @@ func NewTracker(router *Router, clk clock.PassiveClock) *Tracker {
 		jobs:    map[int64]*trackedJob{},
 		queued:  map[PoolKey]map[int64]struct{}{},
 		running: map[string]Job{},
+		repos:   map[PoolKey]map[Repo]*repoSeen{},
 	}
 }
 
@@ -178,6 +184,7 @@ func (t *Tracker) Observe(ev JobEvent) {
 			break
 		}
 		tj.seenAt = now
+		t.heardOf(tj)
 		if tj.state == stateQueued {
 			if tj.routed {
 				t.removeQueued(tj)
@@ -265,6 +272,10 @@ func (t *Tracker) Reroute() {
 func (t *Tracker) Demand(pool PoolKey) Demand {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.demandLocked(pool)
+}
+
+func (t *Tracker) demandLocked(pool PoolKey) Demand {
 	ids := t.queued[pool]
 	d := Demand{Queued: len(ids)}
 	for id := range ids {
@@ -300,6 +311,7 @@ func (t *Tracker) Prune() {
 			t.removeQueued(tj)
 			changed[tj.pool] = struct{}{}
 		}
+		t.forgetRepo(tj)
 		delete(t.jobs, id)
 	}
 	notify := t.notify
@@ -312,7 +324,12 @@ func (t *Tracker) Prune() {
 }
 
 func (t *Tracker) addQueued(tj *trackedJob, key PoolKey) {
-	tj.pool, tj.routed = key, true
+	if tj.pool != key {
+		t.forgetRepo(tj) // routed to another pool before
+		tj.pool = key
+	}
+	t.heardOf(tj)
+	tj.routed = true
 	m := t.queued[key]
 	if m == nil {
 		m = map[int64]struct{}{}

@@ -38,7 +38,7 @@ func (r *recorder) take() []wake {
 	return w
 }
 
-func newTestTracker(t *testing.T) (*Tracker, *clocktesting.FakeClock, *recorder) {
+func newTestTracker(t testing.TB) (*Tracker, *clocktesting.FakeClock, *recorder) {
 	t.Helper()
 	r := NewRouter()
 	r.SetPool(Pool{Key: key("linux"), Kind: ScopeOrganization, Host: "github.com", Owner: "acme", Labels: []string{"self-hosted", "linux", "x64"}})

@@ -127,15 +127,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.ScaleSets.Forget(req.NamespacedName)
 	}
 
-	st.count(r.Tracker, r.expectations.pending(req.NamespacedName, seenMark, runners, r.Clock.Now()))
-	st.countOutdated(r.Tracker)
+	st.tracked = r.snapshot(req.NamespacedName, runners)
+	st.count(r.expectations.pending(req.NamespacedName, seenMark, runners, r.Clock.Now()))
+	st.countOutdated()
 	if prev := pool.Status.TemplateHash; prev != "" && prev != st.templateHash {
 		// A changed template gets a fresh start: the failures were the old template's,
 		// and a fixed template should not wait out their backoff.
 		r.Failures.RecordSuccess(req.NamespacedName)
 	}
-	st.demand = r.Tracker.Demand(req.NamespacedName)
-	st.rebuilt = r.Tracker.Rebuilt()
+	st.demand, st.rebuilt = st.tracked.Demand, st.tracked.Rebuilt
 	if pool.UsesScaleSet() {
 		st.demand, st.rebuilt = r.scaleSetDemand(req.NamespacedName, st.busy)
 	}
@@ -145,7 +145,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// Part of the spec is unknown: hold the runners there are, neither create nor retire.
 		st.desired = st.active()
 	}
-	st.recent = recentRepositories(pool.Status.RecentRepositories, r.Tracker.PoolRepos(req.NamespacedName), r.Clock.Now())
+	st.recent = recentRepositories(pool.Status.RecentRepositories, st.tracked.Repos, r.Clock.Now())
 
 	res, scaleErr := r.scale(ctx, st)
 	cacheRes, cacheErr := r.tendCaches(ctx, pool)
@@ -239,6 +239,18 @@ func (r *Reconciler) listRunners(ctx context.Context, pool *v1alpha1.RunnerPool)
 	return list.Items, nil
 }
 
+// snapshot asks the Tracker, once, what it knows of the pool and which of its runners
+// run a job.
+func (r *Reconciler) snapshot(key types.NamespacedName, runners []v1alpha1.Runner) demand.PoolSnapshot {
+	return r.Tracker.Snapshot(key, func(yield func(string) bool) {
+		for i := range runners {
+			if !yield(runners[i].Name) {
+				return
+			}
+		}
+	})
+}
+
 // route tells the Router where this pool takes jobs from, and reroutes queued jobs when
 // that changed.
 func (r *Reconciler) route(pool *v1alpha1.RunnerPool) {
@@ -292,10 +304,11 @@ func samePool(a, b demand.Pool) bool {
 func (r *Reconciler) drain(ctx context.Context, pool *v1alpha1.RunnerPool, runners []v1alpha1.Runner) (reconcile.Result, error) {
 	key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}
 	r.unroute(key)
+	tracked := r.snapshot(key, runners)
 	var errs []error
 	for i := range runners {
 		rn := &runners[i]
-		if !rn.DeletionTimestamp.IsZero() || isBusy(rn, r.Tracker) {
+		if !rn.DeletionTimestamp.IsZero() || isBusy(rn, tracked) {
 			continue
 		}
 		if err := r.Client.Delete(ctx, rn); client.IgnoreNotFound(err) != nil {

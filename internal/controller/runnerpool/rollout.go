@@ -9,7 +9,6 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller/runner"
-	"github.com/gantry-dev/gantry/internal/demand"
 )
 
 // isOutdated reports whether a runner's pod was made from another template than hash.
@@ -21,12 +20,12 @@ func isOutdated(rn *v1alpha1.Runner, hash string) bool {
 
 // countOutdated counts the runners, busy ones included, whose pod was made from an older
 // template; failed runners and runners on their way out are not counted.
-func (s *state) countOutdated(t *demand.Tracker) {
+func (s *state) countOutdated() {
 	s.templateHash = runner.PoolTemplateHash(s.pool)
 	for i := range s.runners {
 		rn := &s.runners[i]
 		if rn.Status.Phase == v1alpha1.RunnerFailed || rn.Status.Phase == v1alpha1.RunnerSucceeded ||
-			(!rn.DeletionTimestamp.IsZero() && !isBusy(rn, t)) {
+			(!rn.DeletionTimestamp.IsZero() && !isBusy(rn, s.tracked)) {
 			continue
 		}
 		if isOutdated(rn, s.templateHash) {
@@ -48,7 +47,7 @@ func (r *Reconciler) replaceOutdated(ctx context.Context, s *state) error {
 	}
 	for i := range s.runners {
 		rn := &s.runners[i]
-		if !rn.DeletionTimestamp.IsZero() || isBusy(rn, r.Tracker) || !isOutdated(rn, s.templateHash) {
+		if !rn.DeletionTimestamp.IsZero() || isBusy(rn, s.tracked) || !isOutdated(rn, s.templateHash) {
 			continue
 		}
 		switch rn.Status.Phase {

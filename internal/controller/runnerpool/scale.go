@@ -39,6 +39,9 @@ type state struct {
 	refusal string
 	// expected counts runners created but not yet seen in the cache.
 	expected int
+	// tracked is what the Tracker knew of the pool and its runners when the pass began:
+	// asked once, so the pass works from one view of demand.
+	tracked  demand.PoolSnapshot
 	demand   demand.Demand
 	desired  int
 	failures controller.PoolFailures
@@ -78,24 +81,20 @@ func desired(spec v1alpha1.RunnerPoolSpec, floor, busy, queued int) int {
 	return max(0, min(busy+queued+floor, int(spec.MaxRunners)))
 }
 
-func isBusy(rn *v1alpha1.Runner, t *demand.Tracker) bool {
-	if rn.Status.Phase == v1alpha1.RunnerBusy || rn.Status.Job != nil {
-		return true
-	}
-	_, ok := t.RunnerJob(rn.Name)
-	return ok
+func isBusy(rn *v1alpha1.Runner, tracked demand.PoolSnapshot) bool {
+	return rn.Status.Phase == v1alpha1.RunnerBusy || rn.Status.Job != nil || tracked.Running(rn.Name)
 }
 
 // count sorts the pool's runners by phase. Deleted and succeeded runners are on their way
 // out and count nowhere; failed ones do not count against capacity.
-func (s *state) count(t *demand.Tracker, expected int) {
+func (s *state) count(expected int) {
 	s.expected = expected
 	for i := range s.runners {
 		rn := &s.runners[i]
 		switch {
 		case rn.Status.Phase == v1alpha1.RunnerFailed:
 			s.failed++
-		case isBusy(rn, t):
+		case isBusy(rn, s.tracked):
 			s.busy++ // busy counts even while deleted: it holds capacity until its job ends
 		case !rn.DeletionTimestamp.IsZero() || rn.Status.Phase == v1alpha1.RunnerSucceeded:
 		case rn.Status.Phase == v1alpha1.RunnerIdle:
@@ -146,7 +145,7 @@ func (r *Reconciler) scale(ctx context.Context, s *state) (reconcile.Result, err
 			// run at once, rebuilds it.
 			return reconcile.Result{RequeueAfter: time.Second}, nil
 		}
-		for _, victim := range victims(s.runners, -diff, r.Tracker) {
+		for _, victim := range victims(s.runners, -diff, s.tracked) {
 			log.FromContext(ctx).V(1).Info("Retiring runner", "runner", victim.Name, "phase", victim.Status.Phase)
 			if err := r.Client.Delete(ctx, victim); client.IgnoreNotFound(err) != nil {
 				return reconcile.Result{}, fmt.Errorf("retiring runner %s: %w", victim.Name, err)
@@ -228,11 +227,11 @@ func (r *Reconciler) createRunner(ctx context.Context, pool *v1alpha1.RunnerPool
 // victims picks up to n runners to retire: never-registered first (no GitHub
 // registration to undo), then pending, then idle, newest first within each; never a
 // busy, deleted or failed one.
-func victims(runners []v1alpha1.Runner, n int, t *demand.Tracker) []*v1alpha1.Runner {
+func victims(runners []v1alpha1.Runner, n int, tracked demand.PoolSnapshot) []*v1alpha1.Runner {
 	var cands []*v1alpha1.Runner
 	for i := range runners {
 		rn := &runners[i]
-		if !rn.DeletionTimestamp.IsZero() || isBusy(rn, t) {
+		if !rn.DeletionTimestamp.IsZero() || isBusy(rn, tracked) {
 			continue
 		}
 		switch rn.Status.Phase {

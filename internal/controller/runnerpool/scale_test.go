@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
@@ -58,6 +59,7 @@ func TestVictimsNeverIncludeBusyRunners(t *testing.T) {
 		runnerAt("busy-by-webhook", v1alpha1.RunnerIdle, 6, time.Minute),
 		deleted,
 	}
+	r := &Reconciler{Tracker: tracker}
 	tests := []struct {
 		n    int
 		want []string
@@ -69,7 +71,7 @@ func TestVictimsNeverIncludeBusyRunners(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var got []string
-		for _, v := range victims(runners, tt.n, tracker) {
+		for _, v := range victims(runners, tt.n, r.snapshot(types.NamespacedName{}, runners)) {
 			got = append(got, v.Name)
 		}
 		if diff := cmp.Diff(tt.want, got); diff != "" {

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -76,8 +77,10 @@ func TestNoRetirementBeforeDemandIsRebuilt(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(pending.DeepCopy()).Build()
 	r := &Reconciler{Client: c, Tracker: tracker, Clock: clocktesting.NewFakeClock(time.Now())}
 	scale := func() (*state, reconcile.Result, error) {
-		st := &state{pool: pool, runners: []v1alpha1.Runner{pending}, rebuilt: tracker.Rebuilt()}
-		st.count(tracker, 0)
+		runners := []v1alpha1.Runner{pending}
+		st := &state{pool: pool, runners: runners, tracked: r.snapshot(types.NamespacedName{Namespace: "ci", Name: "p"}, runners)}
+		st.rebuilt = st.tracked.Rebuilt
+		st.count(0)
 		res, err := r.scale(t.Context(), st)
 		return st, res, err
 	}

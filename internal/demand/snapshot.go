@@ -1,0 +1,105 @@
+package demand
+
+import (
+	"iter"
+	"time"
+)
+
+// PoolSnapshot is what the Tracker knows of one pool at one moment, read under one
+// lock: all a pool reconcile asks of it.
+type PoolSnapshot struct {
+	// Demand is the pool's queued jobs.
+	Demand Demand
+	// Rebuilt says whether demand was rebuilt from GitHub since the start (MarkRebuilt).
+	Rebuilt bool
+	// Repos are the repositories of the jobs routed to the pool that the Tracker still
+	// remembers (queued, or started or finished within tombstoneTTL), each with the
+	// last time it heard of one of them.
+	Repos map[Repo]time.Time
+	// running holds the runners, of those the snapshot was asked about, that GitHub
+	// said started a job (in_progress) they have not been forgotten since.
+	running map[string]struct{}
+}
+
+// Running reports whether the runner, one of those the snapshot was taken for, runs a
+// job as GitHub's in_progress event said.
+func (s PoolSnapshot) Running(runnerName string) bool {
+	_, ok := s.running[runnerName]
+	return ok
+}
+
+// Snapshot returns what the Tracker knows of pool, and which of runners (nil: none
+// asked about) run a job.
+func (t *Tracker) Snapshot(pool PoolKey, runners iter.Seq[string]) PoolSnapshot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := PoolSnapshot{Demand: t.demandLocked(pool), Rebuilt: t.rebuilt, Repos: make(map[Repo]time.Time, len(t.repos[pool]))}
+	for r, seen := range t.repos[pool] {
+		s.Repos[r] = seen.last
+	}
+	if runners == nil {
+		return s
+	}
+	for name := range runners {
+		if _, ok := t.running[name]; ok {
+			if s.running == nil {
+				s.running = map[string]struct{}{}
+			}
+			s.running[name] = struct{}{}
+		}
+	}
+	return s
+}
+
+// repoSeen is one repository of a pool's remembered jobs: how many of them, and the
+// last time the Tracker heard of one.
+type repoSeen struct {
+	jobs int
+	last time.Time
+}
+
+// heardOf counts a job routed to a pool under its repository, or moves the
+// repository's last time to the job's. Call it with the lock held, after setting
+// tj.pool (on routing) or tj.seenAt.
+func (t *Tracker) heardOf(tj *trackedJob) {
+	if tj.pool == (PoolKey{}) {
+		return
+	}
+	m := t.repos[tj.pool]
+	if m == nil {
+		m = map[Repo]*repoSeen{}
+		t.repos[tj.pool] = m
+	}
+	seen := m[tj.repo]
+	if seen == nil {
+		seen = &repoSeen{}
+		m[tj.repo] = seen
+	}
+	if !tj.counted {
+		seen.jobs++
+		tj.counted = true
+	}
+	if tj.seenAt.After(seen.last) {
+		seen.last = tj.seenAt
+	}
+}
+
+// forgetRepo uncounts a job from its pool's repositories: it is forgotten, or routed
+// to another pool. The repository goes with its last job. Call it with the lock held.
+func (t *Tracker) forgetRepo(tj *trackedJob) {
+	if !tj.counted {
+		return
+	}
+	tj.counted = false
+	m := t.repos[tj.pool]
+	seen := m[tj.repo]
+	if seen == nil {
+		return
+	}
+	if seen.jobs--; seen.jobs <= 0 {
+		delete(m, tj.repo)
+		if len(m) == 0 {
+			delete(t.repos, tj.pool)
+		}
+	}
+}
