@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,14 +51,8 @@ type GitHubResolver struct {
 	AllowHTTP bool
 
 	mu      sync.Mutex
-	secrets map[types.NamespacedName]cachedSecret
+	secrets *SecretCache
 	access  map[accessKey]accessEntry
-}
-
-type cachedSecret struct {
-	data    map[string][]byte
-	missing bool
-	readAt  time.Time
 }
 
 // For returns the client and scope of a pool, or a *ConfigError the pool's owner
@@ -109,33 +101,24 @@ func (r *GitHubResolver) Credentials(ctx context.Context, pool *v1alpha1.RunnerP
 }
 
 func (r *GitHubResolver) secretData(ctx context.Context, key types.NamespacedName) (map[string][]byte, error) {
-	now := r.Clock.Now()
-	r.mu.Lock()
-	if r.secrets == nil {
-		r.secrets = map[types.NamespacedName]cachedSecret{}
+	data, found, err := r.secretCache().Get(ctx, key)
+	if err != nil {
+		return nil, &UnavailableError{Reason: v1alpha1.ReasonCredentialsSecretUnreadable, Message: fmt.Sprintf(
+			"could not read credentials secret %s from the API server: %v; check the controller's RBAC (get secrets) and the API server", key, err)}
 	}
-	cs, ok := r.secrets[key]
-	r.mu.Unlock()
-	if !ok || now.Sub(cs.readAt) >= r.SecretTTL {
-		var s corev1.Secret
-		err := r.Reader.Get(ctx, key, &s)
-		switch {
-		case apierrors.IsNotFound(err):
-			cs = cachedSecret{missing: true, readAt: now}
-		case err != nil:
-			return nil, &UnavailableError{Reason: v1alpha1.ReasonCredentialsSecretUnreadable, Message: fmt.Sprintf(
-				"could not read credentials secret %s from the API server: %v; check the controller's RBAC (get secrets) and the API server", key, err)}
-		default:
-			cs = cachedSecret{data: s.Data, readAt: now}
-		}
-		r.mu.Lock()
-		r.secrets[key] = cs
-		r.mu.Unlock()
-	}
-	if cs.missing {
+	if !found {
 		return nil, &ConfigError{Reason: ReasonSecretNotFound, Message: fmt.Sprintf(
 			"credentials secret %s not found: create it with github_token, or github_app_id, "+
 				"github_app_installation_id and github_app_private_key", key)}
 	}
-	return cs.data, nil
+	return data, nil
+}
+
+func (r *GitHubResolver) secretCache() *SecretCache {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.secrets == nil {
+		r.secrets = &SecretCache{Reader: r.Reader, Clock: r.Clock, TTL: r.SecretTTL}
+	}
+	return r.secrets
 }

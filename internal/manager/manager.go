@@ -11,11 +11,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -273,7 +271,8 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		return nil, err
 	}
 
-	secrets := &webhookSecrets{reader: mgr.GetAPIReader(), key: opts.WebhookSecret, clock: clk, ttl: 30 * time.Second}
+	secrets := &webhookSecrets{key: opts.WebhookSecret,
+		cache: &controller.SecretCache{Reader: mgr.GetAPIReader(), Clock: clk, TTL: 30 * time.Second}}
 	hook := demand.NewWebhookHandler(secrets.get, tracker, clk, ctrl.Log.WithName("webhook"))
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", opts.WebhookAddr)
 	if err != nil {
@@ -304,39 +303,23 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 	return &Gantry{Manager: mgr, Tracker: tracker, Webhook: hook, WebhookListener: ln}, nil
 }
 
-// webhookSecrets reads the webhook Secret, at most once per ttl.
+// webhookSecrets are the webhook Secret's current and previous secrets, read at most
+// once per the cache's TTL. A missing Secret has none (every delivery is refused); one
+// that cannot be read keeps its last good secrets through an API server blip.
 type webhookSecrets struct {
-	reader client.Reader
-	key    types.NamespacedName
-	clock  clock.PassiveClock
-	ttl    time.Duration
-
-	mu     sync.Mutex
-	cached [][]byte
-	readAt time.Time
+	cache *controller.SecretCache
+	key   types.NamespacedName
 }
 
 func (w *webhookSecrets) get() [][]byte {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.key.Name == "" {
 		return nil
 	}
-	if !w.readAt.IsZero() && w.clock.Since(w.readAt) < w.ttl {
-		return w.cached
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var s corev1.Secret
-	err := w.reader.Get(ctx, w.key, &s)
-	switch {
-	case err == nil:
-		w.cached = [][]byte{s.Data[WebhookSecretKey], s.Data[WebhookSecretKey+"_previous"]}
-	case apierrors.IsNotFound(err):
-		w.cached = nil
-	default:
-		return w.cached // keep the last good secrets through an API server blip
+	data, found, _ := w.cache.Get(ctx, w.key)
+	if !found {
+		return nil
 	}
-	w.readAt = w.clock.Now()
-	return w.cached
+	return [][]byte{data[WebhookSecretKey], data[WebhookSecretKey+"_previous"]}
 }
