@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,7 +20,8 @@ import (
 //
 // A Secret that does not exist is remembered as missing for TTL too. A read that fails
 // (the API server unreachable, RBAC refusing it) is not remembered: the next Get reads
-// again.
+// again. Callers that find the same Secret due at once share one read: when the TTL
+// runs out under a burst, the runner workers do not all read it together.
 type SecretCache struct {
 	Reader client.Reader
 	Clock  clock.PassiveClock
@@ -27,13 +29,14 @@ type SecretCache struct {
 
 	mu      sync.Mutex
 	entries map[types.NamespacedName]secretEntry
+	reads   singleflight.Group
 }
 
+// secretEntry is the last good read of a Secret.
 type secretEntry struct {
-	data    map[string][]byte
-	found   bool
-	readAt  time.Time
-	hasRead bool // read successfully at least once: data and found are the last good read
+	data   map[string][]byte
+	found  bool
+	readAt time.Time
 }
 
 // Get returns the data of Secret key and whether it exists, read within the last TTL.
@@ -44,23 +47,30 @@ func (c *SecretCache) Get(ctx context.Context, key types.NamespacedName) (data m
 	c.mu.Lock()
 	e, ok := c.entries[key]
 	c.mu.Unlock()
-	if ok && e.hasRead && now.Sub(e.readAt) < c.TTL {
+	if ok && now.Sub(e.readAt) < c.TTL {
 		return e.data, e.found, nil
 	}
-	var s corev1.Secret
-	switch err := c.Reader.Get(ctx, key, &s); {
-	case apierrors.IsNotFound(err):
-		e = secretEntry{readAt: now, hasRead: true}
-	case err != nil:
+	v, err, _ := c.reads.Do(key.String(), func() (any, error) {
+		var s corev1.Secret
+		read := secretEntry{readAt: now}
+		switch err := c.Reader.Get(ctx, key, &s); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, err
+		default:
+			read.data, read.found = s.Data, true
+		}
+		c.mu.Lock()
+		if c.entries == nil {
+			c.entries = map[types.NamespacedName]secretEntry{}
+		}
+		c.entries[key] = read
+		c.mu.Unlock()
+		return read, nil
+	})
+	if err != nil {
 		return e.data, e.found, err
-	default:
-		e = secretEntry{data: s.Data, found: true, readAt: now, hasRead: true}
 	}
-	c.mu.Lock()
-	if c.entries == nil {
-		c.entries = map[types.NamespacedName]secretEntry{}
-	}
-	c.entries[key] = e
-	c.mu.Unlock()
+	e = v.(secretEntry)
 	return e.data, e.found, nil
 }

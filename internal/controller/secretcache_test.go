@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,5 +81,42 @@ func TestSecretCacheReadsOncePerTTLAndKeepsTheLastGoodReadThroughErrors(t *testi
 	other := &SecretCache{Reader: kube, Clock: clk, TTL: 30 * time.Second}
 	if data, found, err := other.Get(ctx, key); err == nil || found || data != nil {
 		t.Fatalf("failed first read: got %v, found %v, err %v", data, found, err)
+	}
+}
+
+// Callers that find the Secret due at once share one read.
+func TestSecretCacheSharesAReadBetweenConcurrentCallers(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "creds"}, Data: map[string][]byte{"github_token": []byte("t")}}
+	var reads atomic.Int64
+	release := make(chan struct{})
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(secret).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			reads.Add(1)
+			<-release
+			return c.Get(ctx, k, obj, opts...)
+		},
+	}).Build()
+	c := &SecretCache{Reader: kube, Clock: clocktesting.NewFakeClock(time.Now()), TTL: time.Minute}
+	var wg sync.WaitGroup
+	var found atomic.Int64
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, ok, err := c.Get(context.Background(), client.ObjectKeyFromObject(secret)); ok && err == nil {
+				found.Add(1)
+			}
+		}()
+	}
+	for reads.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // the other callers join the read under way
+	close(release)
+	wg.Wait()
+	if reads.Load() != 1 || found.Load() != 20 {
+		t.Errorf("20 concurrent callers: %d reads, %d found the Secret; want 1 read, 20 found", reads.Load(), found.Load())
 	}
 }
