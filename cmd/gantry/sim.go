@@ -24,7 +24,7 @@ func newSimCommand() *cobra.Command {
 		Use:   "sim",
 		Short: "Run Gantry's simulators",
 	}
-	cmd.AddCommand(newSimGitHubCommand(), newSimRunCommand(), newSimCompareCommand(), newSimExportTraceCommand())
+	cmd.AddCommand(newSimGitHubCommand(), newSimRunCommand(), newSimCompareCommand(), newSimExportTraceCommand(), newSimOracleCommand())
 	return cmd
 }
 

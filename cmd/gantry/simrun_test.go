@@ -160,6 +160,55 @@ func TestSimRunReplaysATraceThroughFaults(t *testing.T) {
 	}
 }
 
+// TestSimRunMeasuresTheFloor runs a small burst and its floor: the oracle, a process
+// of its own, serves the same jobs, and the report sets its latencies and its CPU per
+// job beside Gantry's. About half a minute.
+func TestSimRunMeasuresTheFloor(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins, err := testenv.AssetsDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := run.Lookup("burst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Burst, sc.MaxRunners, sc.Nodes, sc.JobDuration, sc.Timeout = 30, 40, 3, 2*time.Second, 3*time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out := t.TempDir()
+	var progress bytes.Buffer
+	rep, err := run.Run(ctx, sc, run.Options{
+		BinDir: bins, OutDir: out, Gantry: exe, GantryEnv: []string{asGantry + "=1"}, Out: &progress, Seed: 1,
+	})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, progress.String())
+	}
+	t.Logf("\n%s", rep.Summary())
+	fl := rep.Floor
+	if fl == nil {
+		t.Fatal("no floor in the report")
+	}
+	if !fl.Finished || fl.Error != "" || fl.Errors != 0 || fl.JobsTotal != 30 || fl.JobsNeverPickedUp != 0 || !fl.CleanedUp {
+		t.Errorf("floor: finished %v, %d errors (%q), %d jobs, %d never picked up, cleaned up %v; want 30 jobs served cleanly",
+			fl.Finished, fl.Errors, fl.Error, fl.JobsTotal, fl.JobsNeverPickedUp, fl.CleanedUp)
+	}
+	if fl.CPUMsPerJob == nil || *fl.CPUMsPerJob <= 0 || fl.Ratio.CPUMsPerJob == nil || fl.Ratio.ReactionSeconds.P99 == nil {
+		t.Errorf("floor CPU per job %v, ratios: CPU %v, reaction p99 %v; want all measured",
+			fl.CPUMsPerJob, fl.Ratio.CPUMsPerJob, fl.Ratio.ReactionSeconds.P99)
+	}
+	if fig := run.FiguresOf(rep); fig.FloorCPUMsPerJob == nil || fig.FloorReactionP99 == nil {
+		t.Errorf("figures: floor CPU %v, floor reaction %v; want both", fig.FloorCPUMsPerJob, fig.FloorReactionP99)
+	}
+}
+
 func TestWithFaultsFillsRecoverySettings(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "faults.json")
 	if err := os.WriteFile(path, []byte(`{"steps": [{"at": "5s", "node_lost": {}}]}`), 0o600); err != nil {

@@ -33,9 +33,10 @@ type Figures struct {
 	// absent without one.
 	JobsLost        *int     `json:"jobs_lost,omitempty"`
 	RecoverySeconds *float64 `json:"recovery_seconds,omitempty"`
-	// The floor of the same run (report.json's floor): the oracle's p99s.
+	// The floor of the same run (report.json's floor): the oracle's p99s and CPU per job.
 	FloorPickupP99   *float64 `json:"floor_pickup_p99,omitempty"`
 	FloorReactionP99 *float64 `json:"floor_reaction_p99,omitempty"`
+	FloorCPUMsPerJob *float64 `json:"floor_cpu_ms_per_job,omitempty"`
 	// From the kube-apiserver's audit log of the controller's requests.
 	UncachedReadsPerJob  *float64 `json:"kube_api_uncached_reads_per_job,omitempty"`
 	PoolStatusWritesPeak *float64 `json:"pool_status_writes_per_second_peak_10s,omitempty"`
@@ -84,6 +85,7 @@ func FiguresOf(r *Report) Figures {
 	}
 	if fl := r.Floor; fl != nil && fl.Error == "" && fl.Finished {
 		f.FloorPickupP99, f.FloorReactionP99 = val(fl.PickupSeconds.P99), val(fl.ReactionSeconds.P99)
+		f.FloorCPUMsPerJob = fl.CPUMsPerJob
 	}
 	if k := r.KubeAPI; k != nil {
 		f.UncachedReadsPerJob, f.PoolStatusWritesPeak = val(k.UncachedReadsPerJob), val(k.PoolStatusWritesPeak)
@@ -162,7 +164,7 @@ var figures = []figure{
 	{name: "busy runners killed", value: func(f Figures) *float64 { return intFig(f.BusyRunnersKilled) }},
 	{name: "left over", value: func(f Figures) *float64 { return intFig(f.Leftover) }},
 	{name: "controller CPU (s)", value: func(f Figures) *float64 { return val(f.CPUSeconds) }},
-	{name: "controller CPU per job (ms)", value: func(f Figures) *float64 { return f.CPUMsPerJob }},
+	{name: "controller CPU per job (ms)", value: func(f Figures) *float64 { return f.CPUMsPerJob }, floor: func(f Figures) *float64 { return f.FloorCPUMsPerJob }},
 	{name: "controller peak RSS (MiB)", value: func(f Figures) *float64 { return val(f.PeakRSSMiB) }},
 	{name: "jobs lost (faults)", value: func(f Figures) *float64 { return intPtr(f.JobsLost) }},
 	{name: "worst recovery (s, -1 never)", value: func(f Figures) *float64 { return f.RecoverySeconds }},

@@ -7,20 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
-	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/manager"
 	"github.com/gantry-dev/gantry/internal/sim/agent"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
@@ -35,8 +35,16 @@ const floorPodPrefix = "floor-"
 
 // floorEnv is what the oracle needs of the world.
 type floorEnv struct {
-	// cfg reaches the kube-apiserver as an administrator the audit log ignores.
-	cfg    *rest.Config
+	// cfg and kubeconfig reach the kube-apiserver as an administrator the audit log
+	// ignores: cfg in this process, kubeconfig in the oracle's.
+	cfg        *rest.Config
+	kubeconfig string
+	// gantry is the gantry executable the oracle runs as (`gantry sim oracle`), with
+	// gantryEnv added to its environment.
+	gantry    string
+	gantryEnv []string
+	// logDir holds the oracle's log, oracle.log.
+	logDir string
 	sim    *simgithub.Sim
 	simURL string
 	pool   *v1alpha1.RunnerPool
@@ -44,8 +52,9 @@ type floorEnv struct {
 }
 
 // floorEnv is the oracle's view of the world: its one pool (Scenario.hasFloor).
-func (w *world) floorEnv() floorEnv {
-	return floorEnv{cfg: w.cl.Config, sim: w.sim, simURL: w.simURL, pool: w.pools[0], agents: w.agents}
+func (w *world) floorEnv(opts Options) floorEnv {
+	return floorEnv{cfg: w.cl.Config, kubeconfig: w.cl.Kubeconfig, gantry: opts.Gantry, gantryEnv: opts.GantryEnv, logDir: opts.OutDir,
+		sim: w.sim, simURL: w.simURL, pool: w.pools[0], agents: w.agents}
 }
 
 // floorRun is what the oracle's run left for the report.
@@ -59,6 +68,9 @@ type floorRun struct {
 	errors         int
 	firstErr       error
 	cleanedUp      bool
+	// cpuSeconds is the oracle process's CPU time, start-up included; 0 if it did not
+	// run to its end.
+	cpuSeconds float64
 	// load is the 1-minute load average when the oracle started and when it ended.
 	load [2]float64
 }
@@ -66,39 +78,26 @@ type floorRun struct {
 // runFloor runs the oracle: the workload again (same seed), served by the least any
 // controller must do — for each job, the moment it is queued, one generate-jitconfig
 // call, a Secret and a Pod shaped as Gantry's (same agents take the jobs) — by
-// floorWorkers workers. It waits for the jobs, then deletes its Secrets and pods.
+// floorWorkers workers, in a process of its own whose CPU time is the floor of the
+// controller's. It waits for the jobs, then deletes the oracle's Secrets and pods.
 // Run it with the controller stopped: nothing else may answer the jobs.
 func runFloor(ctx context.Context, env floorEnv, wl workload, seed uint64, timeout time.Duration, out io.Writer) (floorRun, error) {
-	cfg := rest.CopyConfig(env.cfg)
-	cfg.QPS = -1 // as the controller's: no client-side rate limit
-	kube, err := client.New(cfg, client.Options{Scheme: manager.Scheme()})
+	kube, err := client.New(env.cfg, client.Options{Scheme: manager.Scheme()})
 	if err != nil {
 		return floorRun{}, err
 	}
-	o := &oracle{
-		kube: kube, simURL: env.simURL, pool: env.pool,
-		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: floorWorkers}, Timeout: 30 * time.Second},
-	}
 	var fr floorRun
-	fr.clusterDrained = o.clusterEmpty(ctx)
+	fr.clusterDrained = clusterEmpty(ctx, kube, env.pool.Namespace)
 	skip, evFrom := len(env.sim.Jobs()), len(env.agents.Events())
 	fmt.Fprintf(out, "Floor: the same workload served by an oracle (%d workers, no controller)\n", floorWorkers)
 
-	feed := newJobFeed()
-	var wg sync.WaitGroup
-	for range floorWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				j, ok := feed.next(ctx)
-				if !ok {
-					return
-				}
-				o.serve(ctx, j.id)
-			}
-		}()
+	proc, err := startOracle(env)
+	if err != nil {
+		return fr, err
 	}
+	feed := newJobFeed()
+	fed := make(chan error, 1)
+	go func() { fed <- feedOracle(ctx, feed, proc.stdin) }()
 	fr.start, fr.load[0] = time.Now(), loadAvg()[0]
 	queued, qerr := queueWorkload(ctx, env.sim, wl, seed, feed.add)
 	feed.close()
@@ -106,188 +105,126 @@ func runFloor(ctx context.Context, env floorEnv, wl workload, seed uint64, timeo
 		fr.jobs, fr.finished, _ = waitJobs(ctx, env.sim, skip, len(queued), fr.start.Add(timeout))
 	}
 	fr.end, fr.load[1] = time.Now(), loadAvg()[0]
-	wg.Wait()
+	if err := <-fed; err != nil && qerr == nil {
+		qerr = err
+	}
+	res, cpu, perr := proc.wait(30 * time.Second)
+	if perr != nil && qerr == nil {
+		qerr = perr
+	}
+	fr.cpuSeconds = cpu
 	for _, e := range env.agents.Events()[evFrom:] {
 		if strings.HasPrefix(e.Pod, floorPodPrefix) {
 			fr.events = append(fr.events, e)
 		}
 	}
-	fr.errors, fr.firstErr = int(o.errors.Load()), o.firstErr()
-	fr.cleanedUp = o.cleanUp(ctx, 2*time.Minute)
-	fmt.Fprintf(out, "Floor: %d jobs in %.1fs (finished %v, %d errors)\n", len(fr.jobs), fr.end.Sub(fr.start).Seconds(), fr.finished, fr.errors)
+	fr.errors = res.Errors
+	if res.Error != "" {
+		fr.firstErr = errors.New(res.Error)
+	}
+	fr.cleanedUp = cleanUpFloor(ctx, kube, env.pool.Namespace, 2*time.Minute)
+	fmt.Fprintf(out, "Floor: %d jobs in %.1fs (finished %v, %d errors, oracle CPU %.2fs)\n",
+		len(fr.jobs), fr.end.Sub(fr.start).Seconds(), fr.finished, fr.errors, fr.cpuSeconds)
 	return fr, qerr
 }
 
-// oracle does, per job, what every controller must: a JIT configuration, its Secret,
-// the pod.
-type oracle struct {
-	kube   client.Client
-	http   *http.Client
-	simURL string
-	pool   *v1alpha1.RunnerPool
-
-	errors atomic.Int64
-	mu     sync.Mutex
-	first  error
+// oracleProcess is a running `gantry sim oracle`.
+type oracleProcess struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout bytes.Buffer
+	log    *os.File
+	exited chan struct{}
 }
 
-func (o *oracle) fail(err error) {
-	o.errors.Add(1)
-	o.mu.Lock()
-	if o.first == nil {
-		o.first = err
-	}
-	o.mu.Unlock()
-}
-
-func (o *oracle) firstErr() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.first
-}
-
-// serve registers a runner for job id and starts its pod. Any runner may take any
-// job, as with Gantry: the name only keeps them apart.
-func (o *oracle) serve(ctx context.Context, id int64) {
-	name := fmt.Sprintf("%s%d", floorPodPrefix, id)
-	jit, err := o.generateJIT(ctx, name)
+func startOracle(env floorEnv) (*oracleProcess, error) {
+	log, err := os.Create(filepath.Join(env.logDir, "oracle.log"))
 	if err != nil {
-		o.fail(err)
-		return
+		return nil, err
 	}
-	labels := map[string]string{
-		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue,
-		v1alpha1.LabelPool:      o.pool.Name,
-		v1alpha1.LabelRunner:    name,
+	p := &oracleProcess{log: log, exited: make(chan struct{})}
+	p.cmd = exec.Command(env.gantry, "sim", "oracle", //nolint:noctx // stopped by wait, with its group
+		"--kubeconfig", env.kubeconfig, "--github-url", env.simURL,
+		"--pool", env.pool.Namespace+"/"+env.pool.Name, "--workers", strconv.Itoa(floorWorkers))
+	p.cmd.Env = append(os.Environ(), env.gantryEnv...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, log
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		log.Close()
+		return nil, err
 	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: o.pool.Namespace, Name: name, Labels: labels},
-		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{runner.JITConfigKey: []byte(jit)},
+	if err := p.cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("starting the oracle (%s sim oracle): %w", env.gantry, err)
 	}
-	if err := o.kube.Create(ctx, secret); err != nil {
-		o.fail(fmt.Errorf("creating secret %s: %w", name, err))
-		return
-	}
-	if err := o.kube.Create(ctx, floorPod(o.pool, name)); err != nil {
-		o.fail(fmt.Errorf("creating pod %s: %w", name, err))
-	}
+	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	return p, nil
 }
 
-// generateJIT is one POST generate-jitconfig, as Gantry's GitHub client makes it.
-func (o *oracle) generateJIT(ctx context.Context, name string) (string, error) {
-	body, err := json.Marshal(map[string]any{
-		"name": name, "runner_group_id": 1, "labels": o.pool.Spec.RunnerLabels(), "work_folder": "_work",
-	})
-	if err != nil {
-		return "", err
+// wait waits up to timeout for the oracle, whose input is closed, to exit (then kills
+// its group) and returns what it said and its CPU time.
+func (p *oracleProcess) wait(timeout time.Duration) (OracleResult, float64, error) {
+	defer p.log.Close()
+	select {
+	case <-p.exited:
+	case <-time.After(timeout):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+		return OracleResult{}, 0, fmt.Errorf("the oracle did not exit within %s of its last job: see %s", timeout, p.log.Name())
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.simURL+"/orgs/"+org+"/actions/runners/generate-jitconfig", bytes.NewReader(body))
-	if err != nil {
-		return "", err
+	if !p.cmd.ProcessState.Success() {
+		return OracleResult{}, 0, fmt.Errorf("the oracle failed (%s): see %s", p.cmd.ProcessState, p.log.Name())
 	}
-	req.Header.Set("Authorization", "token "+simToken)
-	req.Header.Set("Accept", "application/vnd.github+json")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := o.http.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("generating the JIT configuration of %s: %w", name, err)
+	var res OracleResult
+	if err := json.Unmarshal(p.stdout.Bytes(), &res); err != nil {
+		return OracleResult{}, 0, fmt.Errorf("reading the oracle's result %q: %w", p.stdout.String(), err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		return "", fmt.Errorf("generating the JIT configuration of %s: GitHub answered %s", name, resp.Status)
+	var cpu float64
+	if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		cpu = tv(ru.Utime) + tv(ru.Stime)
 	}
-	var out struct {
-		EncodedJITConfig string `json:"encoded_jit_config"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return "", fmt.Errorf("generating the JIT configuration of %s: %w", name, err)
-	}
-	if out.EncodedJITConfig == "" {
-		return "", errors.New("generating the JIT configuration of " + name + ": no encoded_jit_config in the answer")
-	}
-	return out.EncodedJITConfig, nil
+	return res, cpu, nil
 }
 
-// floorPod is the pod Gantry's runner controller makes for a Runner called name
-// (internal/controller/runner's buildPod), without the owner reference the oracle has
-// no Runner for: the pool's template, Gantry's labels, restartPolicy Never, the
-// restricted security defaults of a template that sets none, and the JIT
-// configuration from the Secret of the same name.
-func floorPod(pool *v1alpha1.RunnerPool, name string) *corev1.Pod {
-	tmpl := pool.Spec.Template.DeepCopy()
-	pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
-	pod.Name, pod.Namespace, pod.GenerateName = name, pool.Namespace, ""
-	if pod.Labels == nil {
-		pod.Labels = map[string]string{}
-	}
-	pod.Labels[v1alpha1.LabelManagedBy] = v1alpha1.ManagedByValue
-	pod.Labels[v1alpha1.LabelPool] = pool.Name
-	pod.Labels[v1alpha1.LabelRunner] = name
-	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
-	if !hasSecurityContext(&pod.Spec) {
-		pod.Spec.SecurityContext = &corev1.PodSecurityContext{
-			RunAsNonRoot:   ptr.To(true),
-			RunAsUser:      ptr.To[int64](runner.RunnerUID),
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+// feedOracle writes the feed's jobs to the oracle, one id a line, as they come, and
+// closes its input once the feed is closed and empty.
+func feedOracle(ctx context.Context, feed *jobFeed, w io.WriteCloser) error {
+	defer w.Close()
+	for {
+		j, ok := feed.next(ctx)
+		if !ok {
+			return ctx.Err()
 		}
-		for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-			for i := range cs {
-				cs[i].SecurityContext = &corev1.SecurityContext{
-					AllowPrivilegeEscalation: ptr.To(false),
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				}
-			}
+		if _, err := fmt.Fprintf(w, "%d\n", j.id); err != nil {
+			return fmt.Errorf("handing job %d to the oracle: %w", j.id, err)
 		}
 	}
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		if c.Name == v1alpha1.RunnerContainerName {
-			c.Env = append(c.Env, corev1.EnvVar{Name: runner.EnvJITConfig, ValueFrom: &corev1.EnvVarSource{
-				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: runner.JITConfigKey},
-			}})
-		}
-	}
-	return pod
 }
 
-func hasSecurityContext(spec *corev1.PodSpec) bool {
-	if spec.SecurityContext != nil {
-		return true
-	}
-	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
-		for i := range cs {
-			if cs[i].SecurityContext != nil {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// clusterEmpty reports whether the pool's namespace holds no runner pod or Secret.
-func (o *oracle) clusterEmpty(ctx context.Context) bool {
+// clusterEmpty reports whether namespace ns holds no runner pod or Secret.
+func clusterEmpty(ctx context.Context, kube client.Client, ns string) bool {
 	managed := client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}
 	var pods corev1.PodList
 	var secrets corev1.SecretList
-	if err := o.kube.List(ctx, &pods, client.InNamespace(o.pool.Namespace), managed); err != nil {
+	if err := kube.List(ctx, &pods, client.InNamespace(ns), managed); err != nil {
 		return false
 	}
-	if err := o.kube.List(ctx, &secrets, client.InNamespace(o.pool.Namespace), managed); err != nil {
+	if err := kube.List(ctx, &secrets, client.InNamespace(ns), managed); err != nil {
 		return false
 	}
 	return len(pods.Items) == 0 && len(secrets.Items) == 0
 }
 
-// cleanUp deletes the oracle's pods and Secrets and waits until they are gone.
-func (o *oracle) cleanUp(ctx context.Context, timeout time.Duration) bool {
-	ns := client.InNamespace(o.pool.Namespace)
+// cleanUpFloor deletes the oracle's pods and Secrets in namespace and waits until
+// they are gone.
+func cleanUpFloor(ctx context.Context, kube client.Client, namespace string, timeout time.Duration) bool {
+	ns := client.InNamespace(namespace)
 	managed := client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}
-	_ = o.kube.DeleteAllOf(ctx, &corev1.Pod{}, ns, managed)
-	_ = o.kube.DeleteAllOf(ctx, &corev1.Secret{}, ns, managed)
+	_ = kube.DeleteAllOf(ctx, &corev1.Pod{}, ns, managed)
+	_ = kube.DeleteAllOf(ctx, &corev1.Secret{}, ns, managed)
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if o.clusterEmpty(ctx) {
+		if clusterEmpty(ctx, kube, namespace) {
 			return true
 		}
 		time.Sleep(250 * time.Millisecond)

@@ -31,6 +31,11 @@ type Floor struct {
 	CleanedUp       bool      `json:"cleaned_up"`
 	PickupSeconds   Quantiles `json:"pickup_seconds"`
 	ReactionSeconds Quantiles `json:"reaction_seconds"`
+	// CPUSeconds is the oracle process's CPU time, its start-up included, and
+	// CPUMsPerJob that per job served: the floor of controller_cpu_ms_per_job. Null
+	// when the oracle did not run to its end.
+	CPUSeconds  *float64 `json:"cpu_seconds"`
+	CPUMsPerJob *float64 `json:"cpu_ms_per_job"`
 	// Ratio is Gantry's figure divided by the floor's, percentile by percentile.
 	Ratio FloorRatio `json:"ratio"`
 	// WatchersCut is the report's watchers_cut, during the floor's run.
@@ -39,10 +44,11 @@ type Floor struct {
 	Jobs []JobTimes `json:"jobs,omitempty"`
 }
 
-// FloorRatio is Gantry's latencies over the floor's.
+// FloorRatio is Gantry's latencies, and its controller's CPU per job, over the floor's.
 type FloorRatio struct {
-	PickupSeconds   Ratios `json:"pickup_seconds"`
-	ReactionSeconds Ratios `json:"reaction_seconds"`
+	PickupSeconds   Ratios   `json:"pickup_seconds"`
+	ReactionSeconds Ratios   `json:"reaction_seconds"`
+	CPUMsPerJob     *float64 `json:"cpu_ms_per_job"`
 }
 
 // Ratios are quantiles divided, each null where the divisor is 0.
@@ -92,6 +98,11 @@ func floorReport(fr floorRun, runErr error, gantry *Report) *Floor {
 	f.Ratio = FloorRatio{
 		PickupSeconds:   ratios(gantry.PickupSeconds, f.PickupSeconds),
 		ReactionSeconds: ratios(gantry.ReactionSeconds, f.ReactionSeconds),
+	}
+	if fr.cpuSeconds > 0 && len(fr.jobs) > 0 {
+		cpu, perJob := round2(fr.cpuSeconds), round2(fr.cpuSeconds*1000/float64(len(fr.jobs)))
+		f.CPUSeconds, f.CPUMsPerJob = &cpu, &perJob
+		f.Ratio.CPUMsPerJob = ratio(gantry.ControllerCPUPerJob, perJob)
 	}
 	f.Jobs = jobTimes(fr.jobs, fr.events, fr.start)
 	return f

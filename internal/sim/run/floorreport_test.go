@@ -37,8 +37,10 @@ func syntheticRun(n int, react, podEvery float64, prefix string) ([]simgithub.Jo
 func TestFloorReportRatios(t *testing.T) {
 	gJobs, gEvents := syntheticRun(100, 2, 0.1, "linux-")
 	fJobs, fEvents := syntheticRun(100, 1, 0.05, floorPodPrefix)
-	gantry := buildReport(Scenario{Name: "burst"}, reportInputs{start: t0, jobs: gJobs, events: gEvents})
-	fl := floorReport(floorRun{start: t0, end: at(30), jobs: fJobs, events: fEvents, finished: true, clusterDrained: true}, nil, gantry)
+	gantry := buildReport(Scenario{Name: "burst"}, reportInputs{start: t0, jobs: gJobs, events: gEvents,
+		controller: Controller{CPUSeconds: 1.2, Processes: 1}})
+	fl := floorReport(floorRun{start: t0, end: at(30), jobs: fJobs, events: fEvents, finished: true, clusterDrained: true,
+		cpuSeconds: 0.15}, nil, gantry)
 
 	// Gantry reacts in 2 + 0.1 i s, the floor in 1 + 0.05 i s (i = 0..99).
 	if want := (Quantiles{P50: 6.9, P95: 11.4, P99: 11.8, Max: 11.9}); gantry.ReactionSeconds != want {
@@ -53,12 +55,24 @@ func TestFloorReportRatios(t *testing.T) {
 		// Pickup adds 1.5 s to each: (3.5+0.1 i)/(2.5+0.05 i): 8.4/4.95 at p50 (i = 49),
 		// 12.9/7.2 at p95, 13.3/7.4 at p99, 13.4/7.45 at the max.
 		PickupSeconds: Ratios{P50: f(1.7), P95: f(1.79), P99: f(1.8), Max: f(1.8)},
+		// The controller's 12 ms per job over the oracle's 1.5.
+		CPUMsPerJob: f(8),
 	}
 	if diff := cmp.Diff(want, fl.Ratio); diff != "" {
 		t.Errorf("ratios (-want +got):\n%s", diff)
 	}
 	if fl.JobsTotal != 100 || fl.JobsNeverPickedUp != 0 || !fl.Finished || !fl.ClusterDrained || fl.WallSeconds != 30 {
 		t.Errorf("floor = %+v", fl)
+	}
+	if fl.CPUMsPerJob == nil || *fl.CPUMsPerJob != 1.5 {
+		t.Errorf("the floor's CPU per job = %v, want 1.5 ms", num(fl.CPUMsPerJob))
+	}
+	if fig := FiguresOf(&Report{Floor: fl, JobsTotal: 100}); fig.FloorCPUMsPerJob == nil || *fig.FloorCPUMsPerJob != 1.5 {
+		t.Errorf("figures' floor CPU per job = %v, want 1.5", num(fig.FloorCPUMsPerJob))
+	}
+	// An oracle that did not run to its end has no CPU figure.
+	if fl := floorReport(floorRun{start: t0, end: at(30), jobs: fJobs, events: fEvents, finished: true}, nil, gantry); fl.CPUMsPerJob != nil || fl.Ratio.CPUMsPerJob != nil {
+		t.Errorf("no oracle CPU: floor CPU %v, ratio %v; want both null", num(fl.CPUMsPerJob), num(fl.Ratio.CPUMsPerJob))
 	}
 }
 

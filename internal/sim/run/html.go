@@ -126,7 +126,9 @@ floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared m
 {{if .Floor.Error}}<strong>The floor met errors: {{.Floor.Error}}</strong>{{end}}</p>
 <table><tr><th></th><th>pickup Gantry (s)</th><th>pickup floor (s)</th><th>ratio</th><th>reaction Gantry (s)</th><th>reaction floor (s)</th><th>ratio</th></tr>
 {{range .Latency}}<tr><th>{{.Name}}</th><td class="n">{{printf "%.2f" .Gantry}}</td><td class="n">{{printf "%.2f" .Floor}}</td><td class="n">{{f2 .Ratio}}</td><td class="n">{{printf "%.2f" .GantryReaction}}</td><td class="n">{{printf "%.2f" .FloorReaction}}</td><td class="n">{{f2 .ReactionRatio}}</td></tr>
-{{end}}</table>{{end}}
+{{end}}</table>
+{{with .Floor.CPUMsPerJob}}<p>Controller CPU per job: Gantry's {{printf "%.1f" $.ControllerCPUPerJob}} ms, the floor's {{f2 .}} ms
+(the oracle's own process, start-up included), ratio {{f2 $.Floor.Ratio.CPUMsPerJob}}.</p>{{end}}{{end}}
 {{if or .Verdicts .Unjudged}}<h2>Targets</h2>
 <table><tr><th>figure</th><th>now</th><th>target</th><th></th></tr>
 {{range .Verdicts}}<tr><td>{{.Target.Figure}}</td><td class="n">{{f2 .Value}}</td><td>{{.String}}</td><td>{{if .Met}}<span class="met">met</span>{{else}}<span class="missed">MISSED</span>{{end}}</td></tr>

@@ -75,7 +75,7 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	var floorErr error
 	withFloor := sc.hasFloor() && !opts.NoFloor
 	if withFloor {
-		fr, floorErr = runFloor(ctx, w.floorEnv(), sc.workload(), opts.Seed, sc.Timeout, opts.Out)
+		fr, floorErr = runFloor(ctx, w.floorEnv(opts), sc.workload(), opts.Seed, sc.Timeout, opts.Out)
 	}
 	w.stopAgents()
 	apiLog := w.cl.APIServerLog()

@@ -35,6 +35,10 @@ func (r *Report) Summary() string {
 	if f := r.Floor; f != nil {
 		fmt.Fprintf(&b, "  floor (oracle, %d workers, same jobs after Gantry's; load %.1f→%.1f): pickup p50 %.2fs p99 %.2fs, reaction p50 %.2fs p99 %.2fs; Gantry/floor p99: pickup %s, reaction %s\n",
 			f.Workers, f.LoadAvg[0], f.LoadAvg[1], f.PickupSeconds.P50, f.PickupSeconds.P99, f.ReactionSeconds.P50, f.ReactionSeconds.P99, num(f.Ratio.PickupSeconds.P99), num(f.Ratio.ReactionSeconds.P99))
+		if f.CPUMsPerJob != nil {
+			fmt.Fprintf(&b, "  floor CPU (the oracle's process, start-up included): %.2f CPU-seconds, %.2f ms per job; Gantry's controller/floor: %s\n",
+				*f.CPUSeconds, *f.CPUMsPerJob, num(f.Ratio.CPUMsPerJob))
+		}
 		if f.Error != "" || !f.Finished || !f.ClusterDrained {
 			fmt.Fprintf(&b, "  floor NOT trustworthy: finished %v, cluster drained before %v, %d errors %s\n", f.Finished, f.ClusterDrained, f.Errors, f.Error)
 		}
