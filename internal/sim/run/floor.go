@@ -95,22 +95,38 @@ func runFloor(ctx context.Context, env floorEnv, wl workload, seed uint64, timeo
 	if err != nil {
 		return fr, err
 	}
+	// The oracle exits once its input has ended and it has served every job, long
+	// before the jobs are done. One that fails (it could not read the pool or its
+	// credentials) serves nothing: stop there rather than wait out the scenario's
+	// timeout.
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-proc.exited:
+			if !proc.cmd.ProcessState.Success() {
+				stop()
+			}
+		case <-wctx.Done():
+		}
+	}()
 	feed := newJobFeed()
 	fed := make(chan error, 1)
-	go func() { fed <- feedOracle(ctx, feed, proc.stdin) }()
+	go func() { fed <- feedOracle(wctx, feed, proc.stdin) }()
 	fr.start, fr.load[0] = time.Now(), loadAvg()[0]
-	queued, qerr := queueWorkload(ctx, env.sim, wl, seed, feed.add)
+	queued, qerr := queueWorkload(wctx, env.sim, wl, seed, feed.add)
 	feed.close()
 	if qerr == nil {
-		fr.jobs, fr.finished, _ = waitJobs(ctx, env.sim, skip, len(queued), fr.start.Add(timeout))
+		fr.jobs, fr.finished, _ = waitJobs(wctx, env.sim, skip, len(queued), fr.start.Add(timeout))
 	}
 	fr.end, fr.load[1] = time.Now(), loadAvg()[0]
-	if err := <-fed; err != nil && qerr == nil {
-		qerr = err
-	}
+	ferr := <-fed
 	res, cpu, perr := proc.wait(30 * time.Second)
-	if perr != nil && qerr == nil {
-		qerr = perr
+	switch {
+	case perr != nil:
+		qerr = perr // the oracle's own failure explains the rest
+	case ferr != nil && qerr == nil:
+		qerr = ferr
 	}
 	fr.cpuSeconds = cpu
 	for _, e := range env.agents.Events()[evFrom:] {

@@ -3,12 +3,17 @@ package run
 import (
 	"context"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
 )
 
 // The oracle serves every id it reads, at most workers at once, skips what is not an
@@ -71,5 +76,53 @@ func TestFeedOracleWritesEachJobThenCloses(t *testing.T) {
 	slices.Sort(served)
 	if served[0] != 1000 || served[99] != 1099 {
 		t.Errorf("served ids %d..%d, want 1000..1099", served[0], served[99])
+	}
+}
+
+// startOracle runs the oracle as a process of its own, hands it the jobs on its
+// standard input and reads its result and CPU time once it exits; a failing oracle is
+// an error naming its log.
+func TestOracleProcess(t *testing.T) {
+	script := func(body string) floorEnv {
+		dir := t.TempDir()
+		exe := dir + "/gantry"
+		if err := os.WriteFile(exe, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return floorEnv{gantry: exe, logDir: dir, kubeconfig: dir + "/kubeconfig",
+			pool: &v1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "linux"}}}
+	}
+
+	// It reads every id, then answers.
+	p, err := startOracle(script(`test "$1 $2 $8" = "sim oracle ci/linux" || exit 9; n=$(wc -l); echo "{\"served\": $n}"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed := newJobFeed()
+	for i := range int64(3) {
+		feed.add(queuedJob{id: i + 1})
+	}
+	feed.close()
+	if err := feedOracle(t.Context(), feed, p.stdin); err != nil {
+		t.Fatal(err)
+	}
+	res, cpu, err := p.wait(10 * time.Second)
+	if err != nil || res.Served != 3 || cpu < 0 {
+		t.Errorf("oracle: %+v, %.2f CPU-s, %v; want 3 served", res, cpu, err)
+	}
+
+	// One that fails says so, and where its log is.
+	env := script(`echo "no pool ci/linux" >&2; exit 3`)
+	p, err = startOracle(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+	_, _, err = p.wait(10 * time.Second)
+	if err == nil || !strings.Contains(err.Error(), "oracle.log") {
+		t.Errorf("failed oracle: %v; want an error naming oracle.log", err)
+	}
+	if b, _ := os.ReadFile(env.logDir + "/oracle.log"); !strings.Contains(string(b), "no pool ci/linux") {
+		t.Errorf("oracle.log = %q, want the oracle's stderr", b)
 	}
 }
