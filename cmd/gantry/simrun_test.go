@@ -40,24 +40,30 @@ func dur(s string) simgithub.Duration {
 	return simgithub.Duration(d)
 }
 
+// simTestEnv is the repository's root, the Kubernetes binaries and this test binary,
+// which runs as the gantry command (asGantry) for the controller and the oracle.
+func simTestEnv(t *testing.T) (root, bins, exe string) {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bins, err = testenv.AssetsDir(root); err != nil {
+		t.Fatal(err)
+	}
+	if exe, err = os.Executable(); err != nil {
+		t.Fatal(err)
+	}
+	return root, bins, exe
+}
+
 // TestSimRunReplaysATraceThroughFaults replays the sample trace four times faster
 // while a short fault schedule plays every kind of fault: webhooks dropped, runner
 // endpoints failing, a primary rate limit, the controller SIGKILLed and restarted, a
 // node lost under busy runners. Nothing may be lost or left over, and no busy runner
 // killed but those of the lost node. About a minute and a half.
 func TestSimRunReplaysATraceThroughFaults(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bins, err := testenv.AssetsDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, bins, exe := simTestEnv(t)
 	f, err := os.Open(filepath.Join(root, "internal/sim/run/testdata/sample-trace.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -164,18 +170,7 @@ func TestSimRunReplaysATraceThroughFaults(t *testing.T) {
 // of its own, serves the same jobs, and the report sets its latencies and its CPU per
 // job beside Gantry's. About half a minute.
 func TestSimRunMeasuresTheFloor(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bins, err := testenv.AssetsDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, bins, exe := simTestEnv(t)
 	sc, err := run.Lookup("burst")
 	if err != nil {
 		t.Fatal(err)
