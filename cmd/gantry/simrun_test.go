@@ -57,13 +57,33 @@ func simTestEnv(t *testing.T) (root, bins, exe string) {
 	return root, bins, exe
 }
 
+// runSim runs sc into a temporary directory within timeout, the controller and the
+// oracle being this test binary, and returns the report, the directory and the
+// progress it printed.
+func runSim(t *testing.T, sc run.Scenario, timeout time.Duration) (*run.Report, string, *bytes.Buffer) {
+	t.Helper()
+	_, bins, exe := simTestEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out := t.TempDir()
+	var progress bytes.Buffer
+	rep, err := run.Run(ctx, sc, run.Options{
+		BinDir: bins, OutDir: out, Gantry: exe, GantryEnv: []string{asGantry + "=1"}, Out: &progress, Seed: 1,
+	})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, progress.String())
+	}
+	t.Logf("\n%s", rep.Summary())
+	return rep, out, &progress
+}
+
 // TestSimRunReplaysATraceThroughFaults replays the sample trace four times faster
 // while a short fault schedule plays every kind of fault: webhooks dropped, runner
 // endpoints failing, a primary rate limit, the controller SIGKILLed and restarted, a
 // node lost under busy runners. Nothing may be lost or left over, and no busy runner
 // killed but those of the lost node. About a minute and a half.
 func TestSimRunReplaysATraceThroughFaults(t *testing.T) {
-	root, bins, exe := simTestEnv(t)
+	root, _, _ := simTestEnv(t)
 	f, err := os.Open(filepath.Join(root, "internal/sim/run/testdata/sample-trace.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -86,17 +106,7 @@ func TestSimRunReplaysATraceThroughFaults(t *testing.T) {
 		{Name: "kill", At: dur("13s"), For: dur("2s"), ControllerKill: &fault.ControllerKill{}},
 		{Name: "node", At: dur("17s"), NodeLost: &fault.NodeLost{}},
 	}}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	out := t.TempDir()
-	var progress bytes.Buffer
-	rep, err := run.Run(ctx, sc, run.Options{
-		BinDir: bins, OutDir: out, Gantry: exe, GantryEnv: []string{asGantry + "=1"}, Out: &progress, Seed: 1,
-	})
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, progress.String())
-	}
-	t.Logf("\n%s", rep.Summary())
+	rep, out, progress := runSim(t, sc, 6*time.Minute)
 	defer func() {
 		if t.Failed() {
 			t.Logf("progress:\n%s", progress.String())
@@ -170,23 +180,12 @@ func TestSimRunReplaysATraceThroughFaults(t *testing.T) {
 // of its own, serves the same jobs, and the report sets its latencies and its CPU per
 // job beside Gantry's. About half a minute.
 func TestSimRunMeasuresTheFloor(t *testing.T) {
-	_, bins, exe := simTestEnv(t)
 	sc, err := run.Lookup("burst")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sc.Burst, sc.MaxRunners, sc.Nodes, sc.JobDuration, sc.Timeout = 30, 40, 3, 2*time.Second, 3*time.Minute
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	out := t.TempDir()
-	var progress bytes.Buffer
-	rep, err := run.Run(ctx, sc, run.Options{
-		BinDir: bins, OutDir: out, Gantry: exe, GantryEnv: []string{asGantry + "=1"}, Out: &progress, Seed: 1,
-	})
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, progress.String())
-	}
-	t.Logf("\n%s", rep.Summary())
+	rep, _, _ := runSim(t, sc, 5*time.Minute)
 	fl := rep.Floor
 	if fl == nil {
 		t.Fatal("no floor in the report")
