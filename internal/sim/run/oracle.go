@@ -77,12 +77,16 @@ func ServeOracle(ctx context.Context, opts OracleOptions, in io.Reader) (OracleR
 	if err := kube.Get(ctx, credsKey, &creds); err != nil {
 		return OracleResult{}, fmt.Errorf("reading the pool's credentials: %w", err)
 	}
-	token := string(creds.Data["github_token"])
-	if token == "" {
-		return OracleResult{}, fmt.Errorf("the pool's credentials Secret %s has no github_token", credsKey)
+	cred, err := github.ParseCredentials(creds.Data)
+	if err != nil {
+		return OracleResult{}, fmt.Errorf("the pool's credentials Secret %s: %w", credsKey, err)
+	}
+	if cred.Token == "" {
+		return OracleResult{}, fmt.Errorf("the pool's credentials Secret %s holds App credentials; the oracle registers with a token (%s)",
+			credsKey, github.KeyToken)
 	}
 	o := &oracle{
-		kube: kube, simURL: strings.TrimSuffix(opts.GitHubURL, "/"), org: scope.Owner, token: token, pool: pool,
+		kube: kube, simURL: strings.TrimSuffix(opts.GitHubURL, "/"), org: scope.Owner, token: cred.Token, pool: pool,
 		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: opts.Workers}, Timeout: 30 * time.Second},
 	}
 	served := serveIDs(ctx, in, max(1, opts.Workers), o.serve)
