@@ -82,6 +82,7 @@ func TestRateLimitBlocksAndRecovers(t *testing.T) {
 			scope := f.scope("acme")
 			ctx := context.Background()
 			limitedBefore := testutil.ToFloat64(rateLimitedTotal.WithLabelValues(cred, tt.wantKind))
+			blockedBefore := testutil.ToFloat64(blockedTotal.WithLabelValues(cred))
 
 			_, err := c.GetRunner(ctx, scope, 1)
 			if !IsRateLimited(err) {
@@ -108,8 +109,8 @@ func TestRateLimitBlocksAndRecovers(t *testing.T) {
 			if n := len(f.gotCalls()); n != 1 {
 				t.Errorf("GitHub got %d calls while blocked, want 1 (the rate-limited one)", n)
 			}
-			if got := testutil.ToFloat64(blockedTotal.WithLabelValues(cred)); got != 1 {
-				t.Errorf("gantry_github_requests_blocked_total = %v, want 1", got)
+			if got := testutil.ToFloat64(blockedTotal.WithLabelValues(cred)) - blockedBefore; got != 1 {
+				t.Errorf("gantry_github_requests_blocked_total grew by %v, want 1", got)
 			}
 
 			// Once the fake clock passes the reset, calls go through again.
