@@ -10,6 +10,7 @@ package hostile
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -162,44 +163,45 @@ func (w *world) runners(pool string) []v1alpha1.Runner {
 
 // runJob queues a job for the healthy pool and plays kubelet and runner agent until the
 // job completed on GitHub and its runner is gone.
+//
+// The runner played may be one the pool made for the previous job: resync, every
+// second, is what tells the pool that job completed, and until it does the pool replaces
+// the runner that ran it. Resync then retires that runner, maybe after it was chosen
+// here; its job goes to another runner, as a real retired runner exits and leaves the
+// job to the next. So a runner retired before it took the job is passed over for another.
 func (w *world) runJob(pool, when string) {
 	w.t.Helper()
 	job, err := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/api", Labels: []string{"self-hosted", healthyLabel}, Duration: simgithub.Duration(100 * time.Millisecond)})
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	var rn v1alpha1.Runner
-	w.eventually(when+": a registered runner with a pod in pool "+pool, func() (bool, error) {
+	retired := map[string]bool{}
+	var played string
+	w.eventually(when+": a runner of pool "+pool+" to take the job", func() (bool, error) {
 		for _, r := range w.runners(pool) {
-			if r.DeletionTimestamp.IsZero() && r.Status.Phase != v1alpha1.RunnerFailed && w.hasPod(r.Name) {
-				rn = r
-				return true, nil
+			if retired[r.Name] || !r.DeletionTimestamp.IsZero() || r.Status.Phase == v1alpha1.RunnerFailed || !w.hasPod(r.Name) {
+				continue
 			}
+			ran, err := w.play(r.Name)
+			if apierrors.IsNotFound(err) || errors.Is(err, runnerapi.ErrRunnerRemoved) {
+				retired[r.Name] = true
+				continue
+			}
+			if err != nil {
+				w.t.Fatalf("%s: the agent of %s: %v", when, r.Name, err)
+			}
+			if ran.ID != job.ID {
+				w.t.Fatalf("%s: the agent ran job %d, want %d", when, ran.ID, job.ID)
+			}
+			played = r.Name
+			return true, nil
 		}
 		return false, nil
 	})
-	w.setPodRunning(rn.Name)
-	secret := &corev1.Secret{}
-	if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: rn.Name}, secret); err != nil {
-		w.t.Fatal(err)
-	}
-	agent, err := runnerapi.NewClientFromJITConfig(string(secret.Data[runner.JITConfigKey]), nil)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	ran, err := agent.Run(ctx, runnerapi.RunOptions{PollWait: 2 * time.Second})
-	if err != nil {
-		w.t.Fatalf("%s: the agent of %s: %v", when, rn.Name, err)
-	}
-	if ran.ID != job.ID {
-		w.t.Fatalf("%s: the agent ran job %d, want %d", when, ran.ID, job.ID)
-	}
-	w.setPodExited(rn.Name)
-	w.eventually(when+": job completed and runner "+rn.Name+" gone", func() (bool, error) {
+	w.setPodExited(played)
+	w.eventually(when+": job completed and runner "+played+" gone", func() (bool, error) {
 		j, _ := w.sim.Job(job.ID)
-		err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: rn.Name}, &v1alpha1.Runner{})
+		err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: played}, &v1alpha1.Runner{})
 		return j.Status == "completed" && apierrors.IsNotFound(err), nil
 	})
 	// A runner created for the job while another took it is retired now: wait, so that
@@ -207,40 +209,62 @@ func (w *world) runJob(pool, when string) {
 	w.eventually(when+": pool "+pool+" back at zero runners", func() (bool, error) { return len(w.runners(pool)) == 0, nil })
 }
 
-func (w *world) setPodRunning(name string) {
-	w.t.Helper()
-	w.updatePod(name, func(pod *corev1.Pod) {
-		now := metav1.Now()
-		pod.Status.Phase = corev1.PodRunning
-		pod.Status.StartTime = &now
-		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
-			Name: v1alpha1.RunnerContainerName, Ready: true, Image: pod.Spec.Containers[0].Image,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
-		}}
-	})
+// play starts runner name's pod and plays its agent until it ran a job; a NotFound
+// error or runnerapi.ErrRunnerRemoved means the pool retired the runner first.
+func (w *world) play(name string) (runnerapi.Job, error) {
+	err := w.writePod(name, running)
+	secret := &corev1.Secret{}
+	if err == nil {
+		err = w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: name}, secret)
+	}
+	if err != nil {
+		return runnerapi.Job{}, err
+	}
+	agent, err := runnerapi.NewClientFromJITConfig(string(secret.Data[runner.JITConfigKey]), nil)
+	if err != nil {
+		return runnerapi.Job{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return agent.Run(ctx, runnerapi.RunOptions{PollWait: 2 * time.Second})
 }
 
+// running is what a kubelet writes once the runner container started.
+func running(pod *corev1.Pod) {
+	now := metav1.Now()
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.StartTime = &now
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: v1alpha1.RunnerContainerName, Ready: true, Image: pod.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+	}}
+}
+
+// setPodExited writes what a kubelet writes once the runner container exited 0. A pod
+// already gone is no error: the controller may remove a runner whose job completed
+// before its container exits.
 func (w *world) setPodExited(name string) {
 	w.t.Helper()
-	w.updatePod(name, func(pod *corev1.Pod) {
+	err := w.writePod(name, func(pod *corev1.Pod) {
 		pod.Status.Phase = corev1.PodSucceeded
 		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
 			Name:  v1alpha1.RunnerContainerName,
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}},
 		}}
 	})
-}
-
-func (w *world) updatePod(name string, mutate func(*corev1.Pod)) {
-	w.t.Helper()
-	pod := &corev1.Pod{}
-	if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: name}, pod); err != nil {
-		w.t.Fatal(err)
-	}
-	mutate(pod)
-	if err := w.c.Status().Update(w.ctx(), pod); err != nil {
+	if err != nil && !apierrors.IsNotFound(err) {
 		w.t.Fatalf("updating the status of pod %s: %v", name, err)
 	}
+}
+
+// writePod writes the status mutate makes of pod name's.
+func (w *world) writePod(name string, mutate func(*corev1.Pod)) error {
+	pod := &corev1.Pod{}
+	if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: name}, pod); err != nil {
+		return err
+	}
+	mutate(pod)
+	return w.c.Status().Update(w.ctx(), pod)
 }
 
 // reported waits until the pool is not Ready, with reason, and has a Warning event
