@@ -182,14 +182,7 @@ func (w *world) exitPod(name string, code int32) error {
 		if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: name}, pod); err != nil {
 			return err
 		}
-		pod.Status.Phase = corev1.PodSucceeded
-		if code != 0 {
-			pod.Status.Phase = corev1.PodFailed
-		}
-		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
-			Name:  v1alpha1.RunnerContainerName,
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Completed"}},
-		}}
+		testutil.PodExited(pod, code)
 		return w.c.Status().Update(w.ctx(), pod)
 	})
 }

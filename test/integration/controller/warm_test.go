@@ -17,6 +17,7 @@ import (
 	"github.com/gantry-dev/gantry/internal/controller/runner"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
+	"github.com/gantry-dev/gantry/internal/testutil"
 	"github.com/gantry-dev/gantry/internal/testutil/stack"
 )
 
@@ -95,13 +96,7 @@ func (w *world) markPodRunning(ctx context.Context, name string) error {
 	if err := w.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: name}, pod); err != nil {
 		return err
 	}
-	now := metav1.Now()
-	pod.Status.Phase = corev1.PodRunning
-	pod.Status.StartTime = &now
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
-		Name: v1alpha1.RunnerContainerName, Ready: true, Image: pod.Spec.Containers[0].Image,
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
-	}}
+	testutil.PodStarted(pod)
 	return w.c.Status().Update(ctx, pod)
 }
 

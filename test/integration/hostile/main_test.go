@@ -212,7 +212,7 @@ func (w *world) runJob(pool, when string) {
 // play starts runner name's pod and plays its agent until it ran a job; a NotFound
 // error or runnerapi.ErrRunnerRemoved means the pool retired the runner first.
 func (w *world) play(name string) (runnerapi.Job, error) {
-	err := w.writePod(name, running)
+	err := w.writePod(name, testutil.PodStarted)
 	secret := &corev1.Secret{}
 	if err == nil {
 		err = w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: name}, secret)
@@ -229,29 +229,12 @@ func (w *world) play(name string) (runnerapi.Job, error) {
 	return agent.Run(ctx, runnerapi.RunOptions{PollWait: 2 * time.Second})
 }
 
-// running is what a kubelet writes once the runner container started.
-func running(pod *corev1.Pod) {
-	now := metav1.Now()
-	pod.Status.Phase = corev1.PodRunning
-	pod.Status.StartTime = &now
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
-		Name: v1alpha1.RunnerContainerName, Ready: true, Image: pod.Spec.Containers[0].Image,
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
-	}}
-}
-
 // setPodExited writes what a kubelet writes once the runner container exited 0. A pod
 // already gone is no error: the controller may remove a runner whose job completed
 // before its container exits.
 func (w *world) setPodExited(name string) {
 	w.t.Helper()
-	err := w.writePod(name, func(pod *corev1.Pod) {
-		pod.Status.Phase = corev1.PodSucceeded
-		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
-			Name:  v1alpha1.RunnerContainerName,
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}},
-		}}
-	})
+	err := w.writePod(name, func(pod *corev1.Pod) { testutil.PodExited(pod, 0) })
 	if err != nil && !apierrors.IsNotFound(err) {
 		w.t.Fatalf("updating the status of pod %s: %v", name, err)
 	}

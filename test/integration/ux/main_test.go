@@ -12,7 +12,6 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -154,15 +153,7 @@ func (w *world) updatePodStatus(name string, mutate func(*corev1.Pod)) {
 // setPodRunning writes what a kubelet writes once the runner container started.
 func (w *world) setPodRunning(name string) {
 	w.t.Helper()
-	w.updatePodStatus(name, func(pod *corev1.Pod) {
-		now := metav1.Now()
-		pod.Status.Phase = corev1.PodRunning
-		pod.Status.StartTime = &now
-		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
-			Name: v1alpha1.RunnerContainerName, Ready: true, Image: pod.Spec.Containers[0].Image,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
-		}}
-	})
+	w.updatePodStatus(name, testutil.PodStarted)
 }
 
 // setPodWaiting writes a kubelet's waiting state for the runner container.
