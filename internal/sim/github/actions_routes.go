@@ -85,7 +85,7 @@ func newActionsRouter(s *Sim) *router {
 	add(http.MethodPost, sets+"/{id}/acquirejobs", authQueueOrService, s.withScaleSet(s.hAcquireJobs))
 	add(http.MethodGet, agents, authService, s.inService(s.hListAgents))
 	add(http.MethodGet, agents+"/{id}", authService, s.withAgent(s.hGetAgent))
-	add(http.MethodDelete, agents+"/{id}", authService, s.withAgent(s.hDeleteAgent))
+	add(http.MethodDelete, agents+"/{id}", authService, s.inService(s.hDeleteAgent))
 	return rt
 }
 

@@ -251,8 +251,21 @@ func (s *Sim) hGetAgent(c *call, r *runner) *apiError {
 	return nil
 }
 
-// hDeleteAgent removes a runner; one running a job is JobStillRunningException.
-func (s *Sim) hDeleteAgent(c *call, r *runner) *apiError {
+// hDeleteAgent removes a runner; one running a job is JobStillRunningException. An
+// ephemeral runner that ran its job and left on its own answers 204, as GitHub's
+// service does (actions-runner-controller removes every runner that exited 0 this way
+// and accepts only 204); a runner the scope never had, or one removed by a DELETE,
+// answers 404 AgentNotFoundException.
+func (s *Sim) hDeleteAgent(c *call, sc scopeRef) *apiError {
+	id := parseID(c.param("id"))
+	r := sc.runners()[id]
+	if r == nil {
+		if k, ok := s.st.actions.finished[id]; ok && k == sc.key() {
+			c.w.WriteHeader(http.StatusNoContent)
+			return nil
+		}
+		return actionsError(http.StatusNotFound, "AgentNotFoundException", "No agent exists with ID "+c.param("id")+".")
+	}
 	if r.busy() {
 		return actionsError(http.StatusBadRequest, "JobStillRunningException", "Agent "+r.name+" is running a job and cannot be removed.")
 	}

@@ -41,6 +41,9 @@ type actionsState struct {
 	queueTokens map[string]*session
 	sessions    map[string]*session // by session ID
 	requests    map[int64]*job      // by runner request ID
+	// finished are the ephemeral runners that ran their job and left the service on
+	// their own, by id, with their scope: a DELETE of one answers 204, as GitHub's does.
+	finished map[int64]scopeKey
 }
 
 func newActionsState() actionsState {
@@ -51,6 +54,7 @@ func newActionsState() actionsState {
 		queueTokens: map[string]*session{},
 		sessions:    map[string]*session{},
 		requests:    map[int64]*job{},
+		finished:    map[int64]scopeKey{},
 	}
 }
 

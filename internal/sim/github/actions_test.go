@@ -260,3 +260,71 @@ func TestScaleSetClientLifecycle(t *testing.T) {
 		t.Errorf("acquirejobs call count = %d, want 1", n)
 	}
 }
+
+// TestScaleSetRemoveFinishedRunner: removing an ephemeral runner that ran its job and
+// left the service on its own succeeds (204), as on GitHub, where
+// actions-runner-controller's finalizer accepts only 204 for exactly this call; a runner
+// the service never had, or one already removed by a DELETE, is RunnerNotFoundError.
+func TestScaleSetRemoveFinishedRunner(t *testing.T) {
+	w := newWorld(t, worldOpts{realClock: true, opts: Options{ActionsPollHold: 100 * time.Millisecond}})
+	ctx := context.Background()
+	c := newScaleSetClient(t, w, "acme")
+	ss := createScaleSet(t, c, "linux")
+	sess, err := c.MessageSessionClient(ctx, ss.ID, "listener")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sess.Close(ctx) }()
+	ids := queueJobs(t, w, 1, "linux")
+	m := getMessage(t, sess, 0)
+	if _, err := sess.AcquireJobs(ctx, []int64{m.JobAvailableMessages[0].RunnerRequestID}); err != nil {
+		t.Fatal(err)
+	}
+	jit, err := c.GenerateJitRunnerConfig(ctx, &scaleset.RunnerScaleSetJitRunnerSetting{Name: "linux-r1"}, ss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := runnerapi.NewClientFromJITConfig(jit.EncodedJITConfig, http.DefaultClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	job, err := rc.NextJob(ctx, 10*time.Second)
+	if err != nil || job == nil || strconv.FormatInt(job.ID, 10) != ids[0] {
+		t.Fatalf("runner's job = %+v, %v; want job %s", job, err, ids[0])
+	}
+	if err := rc.CompleteJob(ctx, job.ID, ConclusionSuccess); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetRunner(ctx, jit.Runner.ID); !errors.Is(err, scaleset.RunnerNotFoundError) {
+		t.Fatalf("GetRunner of the finished runner: err = %v, want RunnerNotFoundError (it left the service)", err)
+	}
+
+	w.sim.ResetCallCounts()
+	if err := c.RemoveRunner(ctx, int64(jit.Runner.ID)); err != nil {
+		t.Errorf("RemoveRunner of the finished ephemeral runner: err = %v, want nil (204)", err)
+	}
+	if err := c.RemoveRunner(ctx, int64(jit.Runner.ID)); err != nil {
+		t.Errorf("RemoveRunner of the finished ephemeral runner, again: err = %v, want nil (204)", err)
+	}
+	if got := w.sim.CallCounts()["DELETE /_apis/distributedtask/pools/0/agents/{id}"].ByStatus; !cmp.Equal(got, map[int]int64{http.StatusNoContent: 2}) {
+		t.Errorf("agent DELETE answers = %v, want two 204", got)
+	}
+
+	// Removed by a DELETE, not finished: a second DELETE finds nothing.
+	jit2, err := c.GenerateJitRunnerConfig(ctx, &scaleset.RunnerScaleSetJitRunnerSetting{Name: "linux-r2"}, ss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RemoveRunner(ctx, int64(jit2.Runner.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RemoveRunner(ctx, int64(jit2.Runner.ID)); !errors.Is(err, scaleset.RunnerNotFoundError) {
+		t.Errorf("RemoveRunner of a runner removed before: err = %v, want RunnerNotFoundError", err)
+	}
+	if err := c.RemoveRunner(ctx, 987654321); !errors.Is(err, scaleset.RunnerNotFoundError) {
+		t.Errorf("RemoveRunner of an unknown id: err = %v, want RunnerNotFoundError", err)
+	}
+}

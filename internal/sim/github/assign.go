@@ -277,6 +277,7 @@ func (s *Sim) completeJobLocked(r *runner, j *job, conclusion string) *apiError 
 	r.job = nil
 	if r.ephemeral {
 		s.removeRunnerLocked(r)
+		s.st.actions.finished[r.id] = r.scope.key()
 		return nil
 	}
 	s.runnerAvailableLocked(r)
