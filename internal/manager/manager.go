@@ -36,6 +36,7 @@ import (
 	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/controller/runnerpool"
 	"github.com/gantry-dev/gantry/internal/controller/scaleset"
+	"github.com/gantry-dev/gantry/internal/controller/source"
 	"github.com/gantry-dev/gantry/internal/demand"
 	"github.com/gantry-dev/gantry/internal/github"
 	"github.com/gantry-dev/gantry/internal/warm"
@@ -249,17 +250,18 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		return nil, err
 	}
 
+	sources := &source.Sources{Webhook: &source.Webhook{GitHub: resolver}, ScaleSet: scaleset.Source{Manager: scaleSets}}
 	births := &controller.RunnerBirths{}
 	if err := (&runnerpool.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Births: births, GitHub: resolver, Tracker: tracker, Failures: failures,
-		ScaleSets: scaleSets, Events: mgr.GetEventRecorder("gantry-runnerpool"), Clock: clk, FailureThreshold: failures.Threshold,
+		Sources: sources, Events: mgr.GetEventRecorder("gantry-runnerpool"), Clock: clk, FailureThreshold: failures.Threshold,
 		Warm: observations,
 	}).SetupWithManager(mgr, opts.Concurrency); err != nil {
 		return nil, err
 	}
 	if err := (&runner.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Births: births, GitHub: resolver, Tracker: tracker,
-		ScaleSets: scaleSets, Failures: failures, Events: mgr.GetEventRecorder("gantry-runner"), Clock: clk,
+		Sources: sources, Failures: failures, Events: mgr.GetEventRecorder("gantry-runner"), Clock: clk,
 		FailedRetention: opts.FailedRunnerRetention, Warm: observations,
 	}).SetupWithManager(mgr, opts.RunnerConcurrency); err != nil {
 		return nil, err

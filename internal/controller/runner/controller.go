@@ -1,7 +1,7 @@
 // Package runner is the Runner controller: it owns one ephemeral runner from birth to
 // removal. Phases, each in its own file:
 //
-//	register.go  JIT configuration from GitHub → a Secret the Runner owns
+//	register.go  JIT configuration from the pool's demand source → a Secret the Runner owns
 //	cache.go     a free volume of each of the pool's caches, claimed for the runner
 //	pod.go       the runner pod, reading the JIT configuration from that Secret
 //	observe.go   pod and job state → phase
@@ -32,7 +32,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
-	"github.com/gantry-dev/gantry/internal/controller/scaleset"
+	"github.com/gantry-dev/gantry/internal/controller/source"
 	"github.com/gantry-dev/gantry/internal/demand"
 	"github.com/gantry-dev/gantry/internal/warm"
 )
@@ -43,11 +43,11 @@ type Reconciler struct {
 	APIReader ctrl.Reader // uncached reads: guards against a stale cache before creating
 	GitHub    *controller.GitHubResolver
 	Tracker   *demand.Tracker
-	// ScaleSets registers and removes the runners of scale-set pools.
-	ScaleSets *scaleset.Manager
-	Failures  *controller.FailureBackoff
-	Events    events.EventRecorder
-	Clock     clock.Clock
+	// Sources register and remove the runners, by the pool's demand source.
+	Sources  *source.Sources
+	Failures *controller.FailureBackoff
+	Events   events.EventRecorder
+	Clock    clock.Clock
 	// FailedRetention is how long a Failed Runner stays visible before it is removed.
 	FailedRetention time.Duration
 	// Warm is told each runner's start time, for spec.warm.predictive; nil: not told.

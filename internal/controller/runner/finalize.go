@@ -98,6 +98,10 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 	return reconcile.Result{}, nil
 }
 
+// unregister removes a runner from GitHub through its pool's demand source: one place
+// for every source's answers. Done (nothing to do) when the runner is gone or the pool's
+// configuration cannot be used (an event says so); a busy runner is kept (keepBusy); a
+// rate limit waits as long as GitHub asks.
 func (r *Reconciler) unregister(ctx context.Context, runner *v1alpha1.Runner) (reconcile.Result, error) {
 	pool := &v1alpha1.RunnerPool{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: runner.Namespace, Name: runner.Spec.PoolName}, pool); err != nil {
@@ -109,45 +113,21 @@ func (r *Reconciler) unregister(ctx context.Context, runner *v1alpha1.Runner) (r
 		}
 		return reconcile.Result{}, err
 	}
-	if pool.UsesScaleSet() {
-		return r.unregisterFromScaleSet(ctx, runner, pool)
-	}
-	gh, sc, err := r.GitHub.For(ctx, pool)
+	err := r.Sources.For(pool).Unregister(ctx, pool, runner.Name, runner.Status.GitHubRunnerID)
 	var cfg *controller.ConfigError
-	if errors.As(err, &cfg) {
+	switch {
+	case err == nil:
+		return reconcile.Result{}, nil
+	case errors.As(err, &cfg):
 		r.Events.Eventf(runner, pool, corev1.EventTypeWarning, "UnregisterSkipped", "Unregister",
 			"cannot unregister runner %s from GitHub: %s", runner.Name, cfg.Message)
-		return reconcile.Result{}, nil
-	}
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	id := runner.Status.GitHubRunnerID
-	if id == 0 {
-		// Registered itself with the pool's token: find it by name, if it got that far.
-		found, err := gh.ListRunners(ctx, sc, runner.Name)
-		if github.IsRateLimited(err) {
-			return reconcile.Result{RequeueAfter: github.RetryAfter(err)}, nil
-		}
-		if err != nil {
-			return reconcile.Result{}, fmt.Errorf("looking up runner %s on GitHub: %w", runner.Name, err)
-		}
-		if len(found) == 0 {
-			return reconcile.Result{}, nil
-		}
-		id = found[0].ID
-	}
-	log.FromContext(ctx).V(1).Info("Unregistering runner from GitHub", "id", id)
-	err = gh.DeleteRunner(ctx, sc, id)
-	switch {
-	case err == nil, github.IsNotFound(err):
 		return reconcile.Result{}, nil
 	case github.IsBusy(err):
 		return r.keepBusy(ctx, runner)
 	case github.IsRateLimited(err):
 		return reconcile.Result{RequeueAfter: github.RetryAfter(err)}, nil
 	}
-	return reconcile.Result{}, fmt.Errorf("unregistering runner from GitHub: %w", err)
+	return reconcile.Result{}, err
 }
 
 // markDeleting sets phase Deleting on an idle or pending runner being finalized. A busy

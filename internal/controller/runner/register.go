@@ -12,11 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/controller/source"
 	"github.com/gantry-dev/gantry/internal/github"
 )
 
@@ -34,7 +34,8 @@ const RegistrationTokenKey = "registration-token"
 const annotationRunnerID = "gantry.dev/github-runner-id"
 
 // register gives the runner its GitHub registration: a JIT configuration kept only in a
-// Secret the Runner owns. Contract: it registers at most once per Runner — a
+// Secret the Runner owns (or the pool's registration token, with registrationMode
+// RegistrationToken), from the pool's demand source. Contract: it registers at most once per Runner — a
 // registration this process made is remembered until the status shows it
 // (unwritten.go), the Secret is looked up uncached before GitHub is called (unless this
 // process created the Runner: RunnerBirths), and a duplicate name (a registration whose
@@ -61,26 +62,8 @@ func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, 
 		}
 	}
 
-	if s.pool.UsesScaleSet() {
-		return r.registerInScaleSet(ctx, s)
-	}
-	gh, sc, err := r.GitHub.For(ctx, s.pool)
-	if err != nil {
-		return r.waitOn(s, err)
-	}
-	if s.pool.Spec.RegistrationMode == v1alpha1.RegistrationModeRegistrationToken {
-		return r.registerWithToken(ctx, gh, sc, s)
-	}
-	group, err := gh.RunnerGroupID(ctx, sc, s.pool.Spec.GitHub.RunnerGroup)
-	if err != nil {
-		return r.waitOn(s, fmt.Errorf("resolving runner group %q: %w", s.pool.Spec.GitHub.RunnerGroup, err))
-	}
-	log.FromContext(ctx).V(1).Info("Registering runner with GitHub", "scope", sc.String())
-	jit, err := gh.GenerateJITConfig(ctx, sc, github.JITConfigRequest{
-		Name:          s.runner.Name,
-		RunnerGroupID: group,
-		Labels:        s.pool.Spec.RunnerLabels(),
-	})
+	src := r.Sources.For(s.pool)
+	reg, err := src.Register(ctx, s.pool, s.runner.Name)
 	if github.IsAlreadyExists(err) {
 		// Registered before. If its Secret was written after all (a create that failed
 		// on the way back), recover from it; if not, the JIT configuration is lost:
@@ -88,35 +71,25 @@ func (r *Reconciler) register(ctx context.Context, s *scope) (reconcile.Result, 
 		if found, err := r.recoverRegistration(ctx, s); found || err != nil {
 			return reconcile.Result{}, found, err
 		}
-		return r.removeStaleRegistration(ctx, gh, sc, s)
+		if err := src.RemoveStale(ctx, s.pool, s.runner.Name); err != nil {
+			return r.waitOn(s, err)
+		}
+		return reconcile.Result{RequeueAfter: time.Second}, false, nil
 	}
 	if err != nil {
-		return r.waitOn(s, fmt.Errorf("generating the JIT configuration: %w", err))
+		return r.waitOn(s, err)
 	}
-
-	if err := r.createSecret(ctx, s, map[string][]byte{JITConfigKey: []byte(jit.EncodedJITConfig)},
-		map[string]string{annotationRunnerID: strconv.FormatInt(jit.Runner.ID, 10)}); err != nil {
+	data, annotations := map[string][]byte{JITConfigKey: []byte(reg.JITConfig)}, map[string]string{annotationRunnerID: strconv.FormatInt(reg.RunnerID, 10)}
+	if reg.Token != "" {
+		// The runner registers itself with the pool's token (config.sh --ephemeral); its
+		// GitHub id is learned from the in_progress webhook, or looked up by name when it
+		// is needed earlier.
+		data, annotations = map[string][]byte{RegistrationTokenKey: []byte(reg.Token)}, nil
+	}
+	if err := r.createSecret(ctx, s, data, annotations); err != nil {
 		return reconcile.Result{}, false, err
 	}
-	r.setRegistered(s, jit.Runner.ID, false)
-	s.runner.Status.Message = ""
-	return reconcile.Result{}, true, nil
-}
-
-// registerWithToken gives the runner the scope's registration token, in a Secret the
-// Runner owns; the runner registers itself with it (config.sh --ephemeral). The client
-// caches the token per scope until five minutes before it expires, so a burst of any
-// size costs one call an hour. The runner's GitHub id is learned from the in_progress
-// webhook, or looked up by name when it is needed earlier.
-func (r *Reconciler) registerWithToken(ctx context.Context, gh github.Client, sc github.Scope, s *scope) (reconcile.Result, bool, error) {
-	tok, err := gh.CreateRegistrationToken(ctx, sc)
-	if err != nil {
-		return r.waitOn(s, fmt.Errorf("creating a registration token: %w", err))
-	}
-	if err := r.createSecret(ctx, s, map[string][]byte{RegistrationTokenKey: []byte(tok.Token)}, nil); err != nil {
-		return reconcile.Result{}, false, err
-	}
-	r.setRegistered(s, 0, false)
+	r.setRegistered(s, reg.RunnerID, false)
 	s.runner.Status.Message = ""
 	return reconcile.Result{}, true, nil
 }
@@ -202,19 +175,6 @@ func (r *Reconciler) setRegistered(s *scope, id int64, recovered bool) {
 	r.unwritten.rememberRegistration(s.runner, &s.runner.Status, recovered, r.Clock.Now())
 }
 
-func (r *Reconciler) removeStaleRegistration(ctx context.Context, gh github.Client, sc github.Scope, s *scope) (reconcile.Result, bool, error) {
-	found, err := gh.ListRunners(ctx, sc, s.runner.Name)
-	if err != nil {
-		return r.waitOn(s, fmt.Errorf("finding the stale registration of %s: %w", s.runner.Name, err))
-	}
-	for _, gr := range found {
-		if err := gh.DeleteRunner(ctx, sc, gr.ID); err != nil && !github.IsNotFound(err) {
-			return r.waitOn(s, fmt.Errorf("removing the stale registration of %s: %w", s.runner.Name, err))
-		}
-	}
-	return reconcile.Result{RequeueAfter: time.Second}, false, nil
-}
-
 // waitOn turns an error from GitHub or the pool's configuration into a wait: a
 // configuration problem (including credentials GitHub refuses and a runner group or
 // scope GitHub does not know) is written to status.message and looked at again later;
@@ -222,7 +182,10 @@ func (r *Reconciler) removeStaleRegistration(ctx context.Context, gh github.Clie
 // controller's backoff.
 func (r *Reconciler) waitOn(s *scope, err error) (reconcile.Result, bool, error) {
 	var cfg *controller.ConfigError
-	switch {
+	switch wait := source.AsWait(err); {
+	case wait != nil:
+		s.runner.Status.Message = wait.Message
+		return reconcile.Result{RequeueAfter: wait.After}, false, nil
 	case errors.As(err, &cfg):
 		s.runner.Status.Message = cfg.Message
 		return reconcile.Result{RequeueAfter: configRetry}, false, nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/controller/source"
 )
 
 // secretReader stands for the uncached reader: it has no Secret, and counts lookups.
@@ -35,7 +36,7 @@ func (c *secretReader) List(context.Context, ctrl.ObjectList, ...ctrl.ListOption
 func TestRegisterLooksUpOnlySecretsItCannotKnow(t *testing.T) {
 	reader := &secretReader{}
 	births := &controller.RunnerBirths{}
-	r := &Reconciler{APIReader: reader, Births: births, GitHub: &controller.GitHubResolver{},
+	r := &Reconciler{APIReader: reader, Births: births, Sources: &source.Sources{Webhook: &source.Webhook{GitHub: &controller.GitHubResolver{}}},
 		Clock: clocktesting.NewFakeClock(metav1.Now().Time)}
 	// The pool's URL does not parse: registration stops at the pool's configuration,
 	// after the lookup it would make.

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
@@ -171,4 +172,22 @@ func (r *Reconciler) releaseCredentials(ctx context.Context, pool *v1alpha1.Runn
 		}
 	}
 	return nil
+}
+
+// holdCredentials keeps the pool's credentials Secret from being deleted while the pool
+// uses it (credentials.go). Contract: it never fails the pass — the pool works on, and
+// only the Secret's protection waits: a write conflict is tried again after
+// credentialsRetry, any other failure at the next reconcile.
+func (r *Reconciler) holdCredentials(ctx context.Context, st *state) (reconcile.Result, error) {
+	err := r.guardCredentials(ctx, st.pool)
+	switch {
+	case apierrors.IsConflict(err):
+		// Someone else wrote the Secret or the pool meanwhile: an ordinary race, tried
+		// again shortly.
+		log.FromContext(ctx).V(1).Info("Holding the credentials secret: tried again shortly", "reason", err.Error())
+		return reconcile.Result{RequeueAfter: credentialsRetry}, nil
+	case err != nil && ctx.Err() == nil: // not the controller shutting down
+		log.FromContext(ctx).Error(err, "Holding the credentials secret")
+	}
+	return reconcile.Result{}, nil
 }

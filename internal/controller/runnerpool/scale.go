@@ -20,6 +20,7 @@ import (
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
 	"github.com/gantry-dev/gantry/internal/controller/runner"
+	"github.com/gantry-dev/gantry/internal/controller/source"
 	"github.com/gantry-dev/gantry/internal/demand"
 )
 
@@ -64,9 +65,15 @@ type state struct {
 	// older one, replaced those retired in this pass to be made again (rollout.go).
 	templateHash       string
 	outdated, replaced int
-	// scaleSetReason and scaleSetMessage: the ScaleSetSession condition's (scale-set
-	// pools only).
-	scaleSetReason, scaleSetMessage string
+	// sourceReason and sourceMessage: why the pool's demand source keeps it from being
+	// Ready ("" when it does not: source.Source.Status).
+	sourceReason, sourceMessage string
+
+	// source is the pool's demand source; before the pool as read, seenMark the
+	// expectations' mark taken before the runners were listed.
+	source   source.Source
+	before   *v1alpha1.RunnerPool
+	seenMark uint64
 }
 
 // configBroken reports whether the pool's configuration keeps runners from being created.

@@ -51,7 +51,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		})
 		r.Tracker.SetPickupObserver(ObservePickup)
 		r.Tracker.SetArrivalObserver(r.Warm.Arrival)
-		r.ScaleSets.SetNotify(func(key types.NamespacedName) { q.Add(reconcile.Request{NamespacedName: key}) })
+		r.Sources.SetNotify(func(key types.NamespacedName) { q.Add(reconcile.Request{NamespacedName: key}) })
 		return nil
 	})
 	return ctrl.NewControllerManagedBy(mgr).

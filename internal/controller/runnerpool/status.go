@@ -61,8 +61,8 @@ func readyCondition(s *state) metav1.Condition {
 			return metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg}
 		}
 	}
-	if s.scaleSetReason == v1alpha1.ReasonScaleSetNameTaken {
-		return metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: s.scaleSetReason, Message: s.scaleSetMessage}
+	if s.sourceReason != "" {
+		return metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: s.sourceReason, Message: s.sourceMessage}
 	}
 	if s.refused > 0 {
 		// The credentials work, but no runner can start: the pool takes no job.

@@ -1,13 +1,17 @@
 package runnerpool
 
 import (
+	"context"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller"
 )
 
 // statusInterval is the least time between two status writes of a pool whose status
@@ -93,4 +97,35 @@ func onlyCountsChanged(a, b *v1alpha1.RunnerPoolStatus) bool {
 		return false
 	}
 	return true
+}
+
+// writeStatus computes the pool's status from the pass's state (its demand source's
+// part, counts, conditions), records the metrics and writes the status once. Contract: an
+// unchanged status is not sent (an empty patch still costs the API server a request,
+// once for every runner that moves); a change of counts only, less than statusInterval
+// after the last write, waits for it (requeue); events follow the stored status.
+func (r *Reconciler) writeStatus(ctx context.Context, st *state) (reconcile.Result, error) {
+	pool, before := st.pool, st.before
+	key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}
+	st.sourceReason, st.sourceMessage = st.source.Status(pool)
+	setStatus(st, r.Clock.Now(), r.FailureThreshold)
+	recordMetrics(st)
+	if wait := r.statusWrites.wait(key, before, pool, r.Clock.Now()); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	if equality.Semantic.DeepEqual(before.Status, pool.Status) {
+		return reconcile.Result{}, nil
+	}
+	patch, err := controller.StatusPatch(before.Status, pool.Status)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.Client.Status().Patch(ctx, pool, patch); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	r.statusWrites.wrote(key, r.Clock.Now())
+	// Events follow the stored status: whoever reads a Recovered event and then the
+	// pool sees it Ready, and a failed patch does not announce a change twice.
+	r.recordEvents(before, pool)
+	return reconcile.Result{}, nil
 }

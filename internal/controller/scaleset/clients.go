@@ -52,13 +52,15 @@ type clientKey struct {
 }
 
 type clientSet struct {
-	clients []*scaleset.Client
+	clients []service
 	next    int
 }
 
+var _ Services = (*Clients)(nil)
+
 // For returns an Actions service client for the pool, or the errors of
 // GitHubResolver.For (*controller.ConfigError, *controller.UnavailableError).
-func (c *Clients) For(ctx context.Context, pool *v1alpha1.RunnerPool) (*scaleset.Client, error) {
+func (c *Clients) For(ctx context.Context, pool *v1alpha1.RunnerPool) (ActionsService, error) {
 	_, data, fp, err := c.Resolver.Credentials(ctx, pool)
 	if err != nil {
 		return nil, err
@@ -81,7 +83,7 @@ func (c *Clients) For(ctx context.Context, pool *v1alpha1.RunnerPool) (*scaleset
 			if err != nil {
 				return nil, err
 			}
-			set.clients = append(set.clients, sc)
+			set.clients = append(set.clients, service{Client: sc})
 		}
 		for k := range c.clients {
 			if k.secret == key.secret && k.url == key.url {

@@ -138,7 +138,7 @@ func (l *poolListener) connectAndListen(ctx context.Context) (active bool, err e
 		return false, err
 	}
 	l.setSession(v1alpha1.SessionConnecting, v1alpha1.ReasonScaleSetUnavailable, "opening the message session")
-	session, err := c.MessageSessionClient(ctx, ss.ID, l.m.Owner)
+	session, err := c.OpenSession(ctx, ss.ID, l.m.Owner)
 	if err != nil {
 		return false, err
 	}
@@ -176,7 +176,7 @@ func (l *poolListener) connectAndListen(ctx context.Context) (active bool, err e
 // ensureScaleSet finds the pool's scale set, creating it (again, if it was deleted on
 // GitHub) and bringing its labels up to date. A same-named scale set that is not the one
 // recorded for this pool is refused, never taken over.
-func (l *poolListener) ensureScaleSet(ctx context.Context, c *scaleset.Client) (*scaleset.RunnerScaleSet, error) {
+func (l *poolListener) ensureScaleSet(ctx context.Context, c ActionsService) (*scaleset.RunnerScaleSet, error) {
 	want := make([]scaleset.Label, 0, len(l.cfg.labels))
 	for _, name := range l.cfg.labels {
 		want = append(want, scaleset.Label{Name: name, Type: "System"})

@@ -24,7 +24,7 @@ import (
 // RunnerPool controller tells it which pools exist (Ensure, Remove) and reads back
 // their state (Status, Assigned). Safe for concurrent use; a nil Manager knows no pool.
 type Manager struct {
-	Clients *Clients
+	Clients Services
 	// Client patches status.scaleSet.id as soon as a scale set is created.
 	Client  client.Client
 	Tracker *demand.Tracker
