@@ -83,6 +83,13 @@ type ScaleSetStatus struct {
 	// session is the message session's state: Connecting, Active, Conflict, Error, Closed.
 	// +optional
 	Session SessionState `json:"session,omitempty"`
+	// sessionID is the id of the message session the leader opened (never its
+	// message-queue token, which stays in the leader's memory). A successor that finds it
+	// here closes that session before opening its own, so a takeover after a leader died
+	// without closing it (SIGKILL, node lost) does not wait for the service to expire it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	SessionID string `json:"sessionID,omitempty"`
 	// message says what the session waits for, or what failed.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024

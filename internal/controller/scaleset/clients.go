@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -36,8 +37,9 @@ type Clients struct {
 	// RetryMax bounds the client's own retries of a failed request (default 2).
 	RetryMax int
 
-	mu      sync.Mutex
-	clients map[clientKey]*clientSet
+	mu         sync.Mutex
+	clients    map[clientKey]*clientSet
+	httpClient *http.Client
 }
 
 const clientsPerKey = 4
@@ -94,6 +96,10 @@ func (c *Clients) For(ctx context.Context, pool *v1alpha1.RunnerPool) (ActionsSe
 	}
 	sc := set.clients[set.next]
 	set.next = (set.next + 1) % len(set.clients)
+	if c.httpClient == nil {
+		c.httpClient = newHTTPClient(c.RootCAs)
+	}
+	sc.closer = &sessionCloser{resolver: c.Resolver, pool: pool, http: c.httpClient}
 	return sc, nil
 }
 

@@ -266,3 +266,19 @@ func (s *fakeSession) isClosed() bool {
 func conflictErr() error {
 	return fmt.Errorf(`failed to create message session: status="409 Conflict" RunnerScaleSetSessionConflictException`)
 }
+
+func (f *fakeService) CloseSession(_ context.Context, _ int, sessionID string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("CloseSession " + sessionID); err != nil {
+		return err
+	}
+	for _, s := range f.sessions {
+		if s.session.SessionID.String() == sessionID {
+			s.mu.Lock()
+			s.closed = true
+			s.mu.Unlock()
+		}
+	}
+	return nil
+}

@@ -45,6 +45,9 @@ type poolListener struct {
 	maxRunners int32
 	minIdle    int32
 	lis        *listener.Listener
+	// dead is the session a previous leader left open (its id from the pool's status),
+	// until this listener has closed it.
+	dead string
 }
 
 func newPoolListener(m *Manager, key types.NamespacedName, cfg poolConfig, pool *v1alpha1.RunnerPool) *poolListener {
@@ -53,7 +56,10 @@ func newPoolListener(m *Manager, key types.NamespacedName, cfg poolConfig, pool 
 		log: m.Log.WithValues("pool", key.String(), "scaleSet", cfg.name),
 		status: v1alpha1.ScaleSetStatus{
 			ID: cfg.knownID, Name: cfg.name, Session: v1alpha1.SessionConnecting, Message: "connecting to the Actions service",
+			// Kept until closed: a successor of this process must still find it.
+			SessionID: cfg.deadSession,
 		},
+		dead:   cfg.deadSession,
 		reason: v1alpha1.ReasonScaleSetUnavailable,
 	}
 }
@@ -137,19 +143,22 @@ func (l *poolListener) connectAndListen(ctx context.Context) (active bool, err e
 	if err != nil {
 		return false, err
 	}
+	l.closeDeadSession(ctx, c, ss.ID)
 	l.setSession(v1alpha1.SessionConnecting, v1alpha1.ReasonScaleSetUnavailable, "opening the message session")
 	session, err := c.OpenSession(ctx, ss.ID, l.m.Owner)
 	if err != nil {
 		return false, err
 	}
+	l.setSessionID(session.Session().SessionID.String())
 	defer func() {
 		// Close the session even when ctx has ended (leadership lost, shutdown): the
 		// next leader then gets in at once instead of waiting for it to expire.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if cerr := session.Close(cctx); cerr != nil && !isNotFound(cerr) {
-			l.log.Info("Closing the scale set session failed; it expires on the service", "reason", truncate(cerr.Error()))
+			l.log.Info("Closing the scale set session failed; it expires on the service, or the next leader closes it", "reason", truncate(cerr.Error()))
 		} else {
+			l.setSessionID("")
 			l.log.V(1).Info("Closed the scale set session")
 		}
 	}()
@@ -171,6 +180,43 @@ func (l *poolListener) connectAndListen(ctx context.Context) (active bool, err e
 	l.lis = nil
 	l.mu.Unlock()
 	return true, err
+}
+
+// closeDeadSession closes the session a previous leader recorded in the pool's status and
+// left open (it was killed, or its node lost), so that this listener's own gets in at
+// once instead of meeting 409 until the service expires it. A failure is logged and tried
+// again on the next attempt; opening the session meanwhile meets the 409 and its retries.
+func (l *poolListener) closeDeadSession(ctx context.Context, c ActionsService, scaleSetID int) {
+	l.mu.Lock()
+	dead := l.dead
+	l.mu.Unlock()
+	if dead == "" {
+		return
+	}
+	l.setSession(v1alpha1.SessionConnecting, v1alpha1.ReasonScaleSetUnavailable, "closing the session the previous leader left open")
+	l.log.Info("Closing the scale set session the previous leader left open", "session", dead)
+	if err := c.CloseSession(ctx, scaleSetID, dead); err != nil {
+		l.log.Info("Closing the previous leader's session failed; it expires on the service", "reason", truncate(err.Error()))
+		return
+	}
+	l.mu.Lock()
+	l.dead = ""
+	if l.status.SessionID == dead {
+		l.status.SessionID = ""
+	}
+	l.mu.Unlock()
+}
+
+// setSessionID records the id of this listener's open session ("" once closed) for the
+// pool's status.
+func (l *poolListener) setSessionID(id string) {
+	l.mu.Lock()
+	changed := l.status.SessionID != id
+	l.status.SessionID = id
+	l.mu.Unlock()
+	if changed {
+		l.m.wake(l.key)
+	}
 }
 
 // ensureScaleSet finds the pool's scale set, creating it (again, if it was deleted on

@@ -2,6 +2,7 @@ package scaleset
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -153,4 +154,59 @@ func TestListenerRecreatesDeletedScaleSet(t *testing.T) {
 		w.svc.Calls()[:5]); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
+}
+
+// A previous leader recorded its session in the pool's status and died without closing
+// it: the new listener closes it before opening its own, and records its own.
+func TestListenerClosesTheDeadLeadersSession(t *testing.T) {
+	pool := testutil.RunnerPool("ci", "linux").ScaleSet("").Obj()
+	pool.Status.ScaleSet = &v1alpha1.ScaleSetStatus{ID: 7, Name: "linux", SessionID: "dead-1"}
+	w := newListenerWorld(t, pool, func(f *fakeService) {
+		f.sets[7] = &scaleset.RunnerScaleSet{ID: 7, Name: "linux", RunnerGroupID: 1, Labels: labelsOf(pool)}
+	})
+	if st, _, _ := w.m.Status(w.key); st.SessionID != "" {
+		t.Fatalf("status before Ensure = %+v", st)
+	}
+	w.m.Ensure(pool, 0)
+	st := w.waitSession(t, v1alpha1.SessionActive)
+	calls := w.svc.Calls()
+	if diff := cmp.Diff([]string{"GetRunnerScaleSetByID", "CloseSession dead-1", "OpenSession"}, calls[:3]); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	if want := w.svc.session().session.SessionID.String(); st.SessionID != want {
+		t.Errorf("status.sessionID = %q, want the new session's %q", st.SessionID, want)
+	}
+
+	// Stopped, the listener closes its own session and says so.
+	w.m.Forget(w.key)
+	if !w.svc.session().isClosed() {
+		t.Error("the session is still open after the listener stopped")
+	}
+}
+
+// Closing the dead session fails: the listener goes on and opens its own (which meets
+// the service's 409 until the dead one expires), and tries to close it again next time.
+func TestListenerClosingTheDeadSessionFails(t *testing.T) {
+	pool := testutil.RunnerPool("ci", "linux").ScaleSet("").Obj()
+	pool.Status.ScaleSet = &v1alpha1.ScaleSetStatus{ID: 7, Name: "linux", SessionID: "dead-1"}
+	w := newListenerWorld(t, pool, func(f *fakeService) {
+		f.sets[7] = &scaleset.RunnerScaleSet{ID: 7, Name: "linux", RunnerGroupID: 1, Labels: labelsOf(pool)}
+		f.NextErr("CloseSession dead-1", fmt.Errorf(`status="503 Service Unavailable"`))
+		f.NextErr("OpenSession", conflictErr())
+	})
+	w.m.Ensure(pool, 0)
+	w.waitSession(t, v1alpha1.SessionActive)
+	if diff := cmp.Diff([]string{"GetRunnerScaleSetByID", "CloseSession dead-1", "OpenSession", "GetRunnerScaleSetByID", "CloseSession dead-1", "OpenSession"},
+		w.svc.Calls()[:6]); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+}
+
+// labelsOf are the labels the listener wants on the pool's scale set.
+func labelsOf(pool *v1alpha1.RunnerPool) []scaleset.Label {
+	var out []scaleset.Label
+	for _, l := range scaleSetLabels(pool) {
+		out = append(out, scaleset.Label{Name: l, Type: "System"})
+	}
+	return out
 }

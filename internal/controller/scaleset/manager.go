@@ -107,6 +107,7 @@ func (m *Manager) Ensure(pool *v1alpha1.RunnerPool, minIdle int32) {
 	if old != nil {
 		old.stop() // outside the lock: the stopping listener reports through it
 		cfg.knownID = max(cfg.knownID, old.scaleSetID())
+		cfg.deadSession = "" // the recorded session was the stopped listener's, closed as it stopped
 	}
 	l := newPoolListener(m, key, cfg, pool.DeepCopy())
 	l.setLimits(pool.Spec.MaxRunners, minIdle)
@@ -253,6 +254,9 @@ type poolConfig struct {
 	url, secret, group, name string
 	labels                   []string
 	knownID                  int64
+	// deadSession is the session id recorded in the pool's status by a previous leader:
+	// closed before this listener opens its own.
+	deadSession string
 }
 
 func configOf(pool *v1alpha1.RunnerPool) poolConfig {
@@ -265,11 +269,13 @@ func configOf(pool *v1alpha1.RunnerPool) poolConfig {
 	}
 	if pool.Status.ScaleSet != nil {
 		cfg.knownID = pool.Status.ScaleSet.ID
+		cfg.deadSession = pool.Status.ScaleSet.SessionID
 	}
 	return cfg
 }
 
-// equal compares what needs a reconnect; the known id only matters at start.
+// equal compares what needs a reconnect; the known id and the dead session only matter
+// at start.
 func (c poolConfig) equal(o poolConfig) bool {
 	return c.url == o.url && c.secret == o.secret && c.group == o.group && c.name == o.name && slices.Equal(c.labels, o.labels)
 }

@@ -29,6 +29,9 @@ type ActionsService interface {
 	RemoveRunner(ctx context.Context, id int64) error
 	// OpenSession opens the scale set's one message session; 409 while another lives.
 	OpenSession(ctx context.Context, scaleSetID int, owner string) (Session, error)
+	// CloseSession closes the session of that id, whoever opened it (a dead leader); a
+	// session already gone is nil.
+	CloseSession(ctx context.Context, scaleSetID int, sessionID string) error
 }
 
 // Session is an open message session: the listener's client, and Close, which deletes
@@ -48,6 +51,11 @@ type Services interface {
 // service is an ActionsService over the scaleset client.
 type service struct {
 	*scaleset.Client
+	closer *sessionCloser
+}
+
+func (s service) CloseSession(ctx context.Context, scaleSetID int, sessionID string) error {
+	return s.closer.close(ctx, scaleSetID, sessionID)
 }
 
 func (s service) OpenSession(ctx context.Context, scaleSetID int, owner string) (Session, error) {

@@ -57,6 +57,9 @@ func (s Source) Status(pool *v1alpha1.RunnerPool) (string, string) {
 	if prev := pool.Status.ScaleSet; prev != nil && ss.ID == 0 {
 		ss.ID, ss.RunnerGroupID = prev.ID, prev.RunnerGroupID
 	}
+	if prev := pool.Status.ScaleSet; prev != nil && !ok {
+		ss.SessionID = prev.SessionID // no listener: whatever session is recorded stays for the next one to close
+	}
 	pool.Status.ScaleSet = &ss
 	c := metav1.Condition{Type: v1alpha1.ConditionScaleSetSession, Status: metav1.ConditionFalse, Reason: reason, Message: ss.Message,
 		ObservedGeneration: pool.Generation}

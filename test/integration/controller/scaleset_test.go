@@ -216,6 +216,56 @@ func TestSessionHeldByADeadLeaderIsTakenOver(t *testing.T) {
 	w.runJobs("ha", 1)
 }
 
+// The dead leader recorded its session in the pool's status, as Gantry's leader does:
+// the new one closes it and opens its own at once, long before the service would expire
+// it, and never shows a conflict.
+func TestSessionRecordedByADeadLeaderIsClosedAtOnce(t *testing.T) {
+	const expiry = 5 * time.Minute
+	w := newScaleSetWorld(t, expiry, 2*time.Second)
+	c := w.scaleSetClient()
+	group, err := c.GetRunnerGroupByName(w.ctx(), "Default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := c.CreateRunnerScaleSet(w.ctx(), &scaleset.RunnerScaleSet{Name: "ha", RunnerGroupID: group.ID,
+		Labels: []scaleset.Label{{Name: "ha"}, {Name: "self-hosted"}, {Name: "linux"}, {Name: "x64"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, err := c.MessageSessionClient(w.ctx(), ss.ID, "dead-leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := w.pool("ha").ScaleSet("").Obj()
+	w.create(pool)
+	before := pool.DeepCopy()
+	pool.Status.ScaleSet = &v1alpha1.ScaleSetStatus{ID: int64(ss.ID), Name: "ha", SessionID: dead.Session().SessionID.String()}
+	if err := w.c.Status().Patch(w.ctx(), pool, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	id := w.waitSession("ha")
+	took := time.Since(start)
+	if id != int64(ss.ID) {
+		t.Errorf("the pool's scale set is %d, want the recorded %d", id, ss.ID)
+	}
+	if took > 20*time.Second {
+		t.Errorf("the session was taken over after %v; want at once (the dead one expires after %v)", took, expiry)
+	}
+	t.Logf("dead leader's session closed and a new one opened %v after the pool was created", took.Round(100*time.Millisecond))
+	sets := w.sim.ScaleSets()
+	if len(sets) != 1 || sets[0].Session == "dead-leader" || sets[0].Session == "" {
+		t.Fatalf("scale sets = %+v, want one whose session is Gantry's", sets)
+	}
+	if got := w.getPool("ha").Status.ScaleSet.SessionID; got == "" || got == dead.Session().SessionID.String() {
+		t.Errorf("status.scaleSet.sessionID = %q, want the new session's", got)
+	}
+	if n := w.sim.CallCounts()["POST /_apis/runtime/runnerscalesets/{id}/sessions"].ByStatus[409]; n != 0 {
+		t.Errorf("%d session creations refused with 409, want none", n)
+	}
+}
+
 // A same-named scale set Gantry did not create for the pool is never taken over: the
 // pool is not Ready (ScaleSetNameTaken) and creates no runner, even for its jobs.
 func TestForeignScaleSetIsNotTakenOver(t *testing.T) {
