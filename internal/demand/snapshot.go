@@ -17,14 +17,24 @@ type PoolSnapshot struct {
 	// last time it heard of one of them.
 	Repos map[Repo]time.Time
 	// running holds the runners, of those the snapshot was asked about, that GitHub
-	// said started a job (in_progress) they have not been forgotten since.
+	// said started a job (in_progress) they have not been forgotten since; done those of
+	// them whose job GitHub said completed.
 	running map[string]struct{}
+	done    map[string]struct{}
 }
 
 // Running reports whether the runner, one of those the snapshot was taken for, runs a
 // job as GitHub's in_progress event said.
 func (s PoolSnapshot) Running(runnerName string) bool {
 	_, ok := s.running[runnerName]
+	return ok
+}
+
+// Done reports whether the runner, one of those the snapshot was taken for, finished its
+// job as GitHub's completed event said: an ephemeral runner on its way out, whatever its
+// pod and status say yet.
+func (s PoolSnapshot) Done(runnerName string) bool {
+	_, ok := s.done[runnerName]
 	return ok
 }
 
@@ -41,14 +51,34 @@ func (t *Tracker) Snapshot(pool PoolKey, runners iter.Seq[string]) PoolSnapshot 
 		return s
 	}
 	for name := range runners {
-		if _, ok := t.running[name]; ok {
+		if j, ok := t.running[name]; ok {
 			if s.running == nil {
 				s.running = map[string]struct{}{}
 			}
 			s.running[name] = struct{}{}
+			if t.doneLocked(j) {
+				if s.done == nil {
+					s.done = map[string]struct{}{}
+				}
+				s.done[name] = struct{}{}
+			}
 		}
 	}
 	return s
+}
+
+// Finished reports whether GitHub said the runner's job completed: an ephemeral runner
+// that did has left GitHub on its own.
+func (t *Tracker) Finished(runnerName string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	j, ok := t.running[runnerName]
+	return ok && t.doneLocked(j)
+}
+
+func (t *Tracker) doneLocked(j Job) bool {
+	tj := t.jobs[j.ID]
+	return tj != nil && tj.state == stateDone
 }
 
 // repoSeen is one repository of a pool's remembered jobs: how many of them, and the

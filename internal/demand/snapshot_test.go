@@ -83,6 +83,30 @@ func TestSnapshotRunning(t *testing.T) {
 	}
 }
 
+// A runner whose job GitHub said completed is Done in a snapshot, and Finished: it left
+// GitHub on its own, whatever its pod says yet.
+func TestSnapshotDone(t *testing.T) {
+	tr, _, _ := newTestTracker(t)
+	event := func(a Action, id int64, runner string) JobEvent {
+		e := ev(a, id)
+		e.Job.RunnerName = runner
+		return e
+	}
+	tr.Observe(event(ActionInProgress, 1, "linux-a"))
+	tr.Observe(event(ActionInProgress, 2, "linux-b"))
+	tr.Observe(event(ActionCompleted, 1, "linux-a"))
+
+	s := tr.Snapshot(key("linux"), slices.Values([]string{"linux-a", "linux-b", "linux-c"}))
+	got := map[string][3]bool{}
+	for _, r := range []string{"linux-a", "linux-b", "linux-c"} {
+		got[r] = [3]bool{s.Running(r), s.Done(r), tr.Finished(r)}
+	}
+	want := map[string][3]bool{"linux-a": {true, true, true}, "linux-b": {true, false, false}, "linux-c": {}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("[Running, Done, Finished] (-want +got):\n%s", diff)
+	}
+}
+
 // BenchmarkSnapshot is one pool reconcile's question to a Tracker that remembers two
 // hours of a pool taking 5 jobs a second (36,000 finished jobs over 20 repositories) and
 // 100 jobs in progress, for a pool of 500 runners.

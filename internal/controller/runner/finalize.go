@@ -22,8 +22,9 @@ import (
 
 // finalize removes a deleted Runner from GitHub and the cluster. Contract: a runner
 // GitHub says is busy (422) is kept, pod and all, and checked again later — a scale-down
-// never kills a job. A Succeeded runner, or one whose pod exited 0 (it ran its job),
-// removed itself from GitHub (ephemeral), so no call is made for it. A registration
+// never kills a job. A Succeeded runner, one whose pod exited 0, or one whose job GitHub
+// said completed (it ran its job) removed itself from GitHub (ephemeral), so no call is
+// made for it. A registration
 // already gone (404) is done. A runner whose pod exited 0 and that holds no cache
 // volume leaves its pod and Secret to the garbage collector (they are the Runner's);
 // otherwise the pod and the Secret are deleted, and the cache volumes the runner held
@@ -51,7 +52,10 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 	// Succeeded means the runner ran its job, or its container exited 0: an ephemeral
 	// runner exits 0 only after its one job (or once removed from GitHub), and removes
 	// itself from GitHub as it does — even when the job's in_progress word was missed.
-	selfRemoved := runner.Status.Phase == v1alpha1.RunnerSucceeded || exited
+	// GitHub's word that its job completed (a completed webhook, a scale set's
+	// JobCompleted) says the same before its pod has exited: no call is made for it.
+	selfRemoved := runner.Status.Phase == v1alpha1.RunnerSucceeded || exited ||
+		(r.Tracker != nil && r.Tracker.Finished(runner.Name))
 	registered := runner.Status.GitHubRunnerID != 0 || runner.Status.RegisteredAt != nil
 	if !registered && !selfRemoved && !r.Births.Ours(runnerKey(runner)) {
 		// Neither its status nor this process knows of a registration: an earlier

@@ -93,7 +93,10 @@ func isBusy(rn *v1alpha1.Runner, tracked demand.PoolSnapshot) bool {
 }
 
 // count sorts the pool's runners by phase. Deleted and succeeded runners are on their way
-// out and count nowhere; failed ones do not count against capacity.
+// out and count nowhere, and so do those whose job GitHub said completed before their
+// pod exited: their job no longer counts in the demand (a scale set's assigned jobs drop
+// at once), so counting them busy would hide as many jobs assigned since. Failed ones do
+// not count against capacity.
 func (s *state) count(expected int) {
 	s.expected = expected
 	for i := range s.runners {
@@ -101,6 +104,7 @@ func (s *state) count(expected int) {
 		switch {
 		case rn.Status.Phase == v1alpha1.RunnerFailed:
 			s.failed++
+		case s.tracked.Done(rn.Name):
 		case isBusy(rn, s.tracked):
 			s.busy++ // busy counts even while deleted: it holds capacity until its job ends
 		case !rn.DeletionTimestamp.IsZero() || rn.Status.Phase == v1alpha1.RunnerSucceeded:

@@ -1,6 +1,8 @@
 package runnerpool
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/controller/source"
 	"github.com/gantry-dev/gantry/internal/demand"
 )
 
@@ -94,5 +98,59 @@ func TestExpectationsCountCreatesTheCacheHasNotShown(t *testing.T) {
 	}
 	if got := e.pending(pool, e.mark(), nil, now.Add(expectationTTL+time.Second)); got != 0 {
 		t.Fatalf("pending after the TTL = %d, want 0", got)
+	}
+}
+
+// assignedSource is a demand source whose service assigned jobs to the pool, as a runner
+// scale set's statistics say (totalAssignedJobs: waiting and running), with the scale-set
+// source's rule: demand is what its busy runners do not run.
+type assignedSource struct {
+	source.Webhook
+	assigned int
+}
+
+func (s assignedSource) Demand(_ types.NamespacedName, _ demand.PoolSnapshot, busy int) (demand.Demand, bool) {
+	return demand.Demand{Queued: max(0, s.assigned-busy)}, true
+}
+
+// The pickup tail of a scale-set burst: runners that finished their job (the service
+// said JobCompleted, so its count of assigned jobs no longer has them) but whose pod has
+// not exited yet must not hide the jobs assigned since. A pass creates a runner for
+// every one of them at once, not only for those beyond the finishing runners.
+func TestFinishedRunnersDoNotHideAssignedJobs(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	tracker := demand.NewTracker(demand.NewRouter(), clk)
+	var runners []v1alpha1.Runner
+	for i := range 10 {
+		name := fmt.Sprintf("ss-%05d", i)
+		job := demand.Job{ID: int64(100 + i), RunnerName: name}
+		tracker.Observe(demand.JobEvent{Action: demand.ActionInProgress, Job: job})
+		tracker.Observe(demand.JobEvent{Action: demand.ActionCompleted, Job: job})
+		rn := runnerAt(name, v1alpha1.RunnerBusy, int64(i+1), time.Minute)
+		rn.Status.Job = &v1alpha1.RunnerJob{ID: job.ID}
+		runners = append(runners, rn)
+	}
+	pool := &v1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "ss"},
+		Spec: v1alpha1.RunnerPoolSpec{MaxRunners: 100}}
+	r := &Reconciler{Tracker: tracker, Failures: &controller.FailureBackoff{}, Clock: clk}
+	for _, tt := range []struct {
+		name                   string
+		assigned               int
+		wantToCreate, wantBusy int
+	}{
+		{name: "12 jobs assigned after 10 finished", assigned: 12, wantToCreate: 12},
+		{name: "nothing assigned", assigned: 0, wantToCreate: 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st := &state{pool: pool, runners: runners, source: &assignedSource{assigned: tt.assigned}}
+			if _, err := r.observe(context.Background(), st); err != nil {
+				t.Fatal(err)
+			}
+			got := struct{ ToCreate, Busy int }{st.desired - st.active(), st.busy}
+			want := struct{ ToCreate, Busy int }{tt.wantToCreate, tt.wantBusy}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -90,6 +90,15 @@ func TestScaleSetPoolScalesFromZeroAndBack(t *testing.T) {
 		return len(w.runners("ss")) == 0 && len(w.sim.Runners()) == 0 && p.Status.ScaleSet != nil &&
 			p.Status.ScaleSet.Statistics != nil && p.Status.ScaleSet.Statistics.AssignedJobs == 0, nil
 	})
+	// Frugal: one runner per job, and a runner that finished its job and left the service
+	// on its own costs no call to remove it.
+	calls := w.sim.CallCounts()
+	if n := calls["POST /_apis/runtime/runnerscalesets/{id}/generatejitconfig"].Total; n != jobs {
+		t.Errorf("%d runners registered for %d jobs, want one each", n, jobs)
+	}
+	if n := calls["DELETE /_apis/distributedtask/pools/0/agents/{id}"].Total; n != 0 {
+		t.Errorf("%d runner removals for runners that finished their job, want none", n)
+	}
 
 	if err := w.c.Delete(w.ctx(), w.getPool("ss")); err != nil {
 		t.Fatal(err)
