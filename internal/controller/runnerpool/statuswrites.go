@@ -67,7 +67,7 @@ func (w *statusWrites) forget(key types.NamespacedName) {
 // the counts, the statistics and the timestamps of the scale set, the conditions'
 // messages (which quote counts) and ScalingUp and ScalingDown, which follow the counts —
 // not in the status or reason of Ready, Degraded or ScaleSetSession, the observed
-// generation, the template hash, the idle floor in force or the scale set's session.
+// generation, the template hash, the idle floor in force or the scale set's session (state and id).
 func onlyCountsChanged(a, b *v1alpha1.RunnerPoolStatus) bool {
 	if a.ObservedGeneration != b.ObservedGeneration || a.TemplateHash != b.TemplateHash || len(a.Conditions) != len(b.Conditions) {
 		return false
@@ -93,7 +93,8 @@ func onlyCountsChanged(a, b *v1alpha1.RunnerPoolStatus) bool {
 	if (a.ScaleSet == nil) != (b.ScaleSet == nil) {
 		return false
 	}
-	if a.ScaleSet != nil && (a.ScaleSet.ID != b.ScaleSet.ID || a.ScaleSet.Session != b.ScaleSet.Session) {
+	if a.ScaleSet != nil && (a.ScaleSet.ID != b.ScaleSet.ID || a.ScaleSet.Session != b.ScaleSet.Session ||
+		a.ScaleSet.SessionID != b.ScaleSet.SessionID) { // a successor must find the session id at once
 		return false
 	}
 	return true

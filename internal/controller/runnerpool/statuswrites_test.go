@@ -41,6 +41,11 @@ func TestStatusWritesOfMovingCountsAreSpaced(t *testing.T) {
 	if d := w.wait(key, pool(2, "True", "Active"), pool(3, "True", "Conflict"), later); d != 0 {
 		t.Errorf("a session change waits %v, want 0", d)
 	}
+	withSession := pool(3, "True", "Active")
+	withSession.Status.ScaleSet.SessionID = "0b2c"
+	if d := w.wait(key, pool(2, "True", "Active"), withSession, later); d != 0 {
+		t.Errorf("a new session id waits %v, want 0: a successor must find it", d)
+	}
 	scaling := func(busy int32, up metav1.ConditionStatus) *v1alpha1.RunnerPool {
 		p := pool(busy, "True", "Active")
 		p.Status.Conditions = append(p.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionScalingUp, Status: up, Reason: "S"})
