@@ -24,8 +24,8 @@ import (
 // GitHub says is busy (422) is kept, pod and all, and checked again later — a scale-down
 // never kills a job. A Succeeded runner, one whose pod exited 0, or one whose job GitHub
 // said completed (it ran its job) removed itself from GitHub (ephemeral), so no call is
-// made for it. A registration
-// already gone (404) is done. A runner whose pod exited 0 and that holds no cache
+// made for it. A registration already gone (404) is done. A runner whose pod exited 0
+// and that holds no cache
 // volume leaves its pod and Secret to the garbage collector (they are the Runner's);
 // otherwise the pod and the Secret are deleted, and the cache volumes the runner held
 // released once the pod is gone; a pod stuck terminating on a lost node is force-deleted
