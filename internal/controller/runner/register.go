@@ -175,15 +175,17 @@ func (r *Reconciler) setRegistered(s *scope, id int64, recovered bool) {
 	r.unwritten.rememberRegistration(s.runner, &s.runner.Status, recovered, r.Clock.Now())
 }
 
-// waitOn turns an error from GitHub or the pool's configuration into a wait: a
+// waitOn turns an error from GitHub or the pool's configuration into a wait: the demand
+// source not ready yet (*source.WaitError) waits as long as it says; a
 // configuration problem (including credentials GitHub refuses and a runner group or
 // scope GitHub does not know) is written to status.message and looked at again later;
 // a rate limit waits exactly as long as GitHub asks; anything else is retried with the
 // controller's backoff.
 func (r *Reconciler) waitOn(s *scope, err error) (reconcile.Result, bool, error) {
 	var cfg *controller.ConfigError
-	switch wait := source.AsWait(err); {
-	case wait != nil:
+	var wait *source.WaitError
+	switch {
+	case errors.As(err, &wait):
 		s.runner.Status.Message = wait.Message
 		return reconcile.Result{RequeueAfter: wait.After}, false, nil
 	case errors.As(err, &cfg):
