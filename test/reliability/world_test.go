@@ -259,6 +259,18 @@ func (w *world) leaseHolder() string {
 	return *l.Spec.HolderIdentity
 }
 
+// leaseAcquired reads the leader-election Lease's holder and when it acquired it.
+func (w *world) leaseAcquired() (string, time.Time) {
+	var l coordinationv1.Lease
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := cp.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: leaseName}, &l); err != nil ||
+		l.Spec.HolderIdentity == nil || l.Spec.AcquireTime == nil {
+		return "", time.Time{}
+	}
+	return *l.Spec.HolderIdentity, l.Spec.AcquireTime.Time
+}
+
 func (w *world) create(obj client.Object) {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
