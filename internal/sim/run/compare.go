@@ -28,11 +28,11 @@ type Figures struct {
 	// before they were counted).
 	KubeWritesPerJob              float64  `json:"kube_api_writes_per_job"`
 	KubeWritesPerJobWithCollector *float64 `json:"kube_api_writes_per_job_with_collector,omitempty"`
-	IdleRunnerSeconds float64 `json:"idle_runner_seconds"`
-	BusyRunnersKilled int     `json:"busy_runners_killed"`
-	Leftover          int     `json:"leftover"`
-	CPUSeconds        float64 `json:"controller_cpu_seconds"`
-	PeakRSSMiB        float64 `json:"controller_peak_rss_mib"`
+	IdleRunnerSeconds             float64  `json:"idle_runner_seconds"`
+	BusyRunnersKilled             int      `json:"busy_runners_killed"`
+	Leftover                      int      `json:"leftover"`
+	CPUSeconds                    float64  `json:"controller_cpu_seconds"`
+	PeakRSSMiB                    float64  `json:"controller_peak_rss_mib"`
 	// JobsLost and RecoverySeconds come from a fault schedule (-1: never recovered);
 	// absent without one.
 	JobsLost        *int     `json:"jobs_lost,omitempty"`
@@ -78,7 +78,7 @@ func FiguresOf(r *Report) Figures {
 		CPUSeconds: round1(r.Controller.CPUSeconds), PeakRSSMiB: round1(float64(r.Controller.PeakRSSBytes) / (1 << 20)),
 		ActionsServiceCallsPerJob: val(r.ActionsServiceCallsPerJob), GitHubCallsPerJob: val(r.GitHubCallsPerJob),
 		KubeWritesPerJobWithCollector: r.KubeWritesPerJobWithCollector,
-		DemandSource: r.DemandSource, MeasuredAt: r.StartedAt.UTC().Truncate(time.Second), CPUs: r.Host.CPUs,
+		DemandSource:                  r.DemandSource, MeasuredAt: r.StartedAt.UTC().Truncate(time.Second), CPUs: r.Host.CPUs,
 		Load: [2]float64{r.Host.LoadAvgStart[0], r.Host.LoadAvgEnd[0]},
 	}
 	if r.Faults != nil {

@@ -201,7 +201,7 @@ func TestAuditCounts(t *testing.T) {
 			"create pods": 1, "create secrets": 1, "get secrets": 1, "list pods": 1, "watch pods": 1, "get /apis": 1,
 			"delete pods": 1, "patch runnerpools/status": 13,
 		},
-		WritesPerJob:              8,  // 2 creates, a delete, 13 status patches for 2 jobs
+		WritesPerJob:              8, // 2 creates, a delete, 13 status patches for 2 jobs
 		CollectorDeletes:          map[string]int64{"delete pods": 1, "delete secrets": 2},
 		CollectorDeletesPerJob:    1.5,
 		AllWritesPerJob:           9.5,

@@ -154,20 +154,20 @@ type Report struct {
 	// RESTNotModified is the REST calls answered 304 Not Modified: conditional requests,
 	// which GitHub does not count against the rate limit. The other REST figures leave
 	// them out.
-	RESTNotModified     int64              `json:"rest_not_modified"`
-	KubeWritesPerJob    float64            `json:"kube_api_writes_per_job"`
+	RESTNotModified  int64   `json:"rest_not_modified"`
+	KubeWritesPerJob float64 `json:"kube_api_writes_per_job"`
 	// KubeWritesPerJobWithCollector adds to KubeWritesPerJob the garbage collector's
 	// deletes of objects the controller's objects owned (KubeAPI.CollectorDeletes):
 	// every write made on the controller's behalf. Absent without the audit log.
-	KubeWritesPerJobWithCollector *float64 `json:"kube_api_writes_per_job_with_collector,omitempty"`
-	KubeAPI             *KubeAPI           `json:"kube_api,omitempty"`
-	KubeAPIError        string             `json:"kube_api_error,omitempty"`
-	ControllerCPUPerJob float64            `json:"controller_cpu_ms_per_job"`
-	Leftover            Leftover           `json:"leftover"`
-	BusyRunnersKilled   int                `json:"busy_runners_killed"`
-	BusyRunnerKills     []BusyRunnerKill   `json:"busy_runner_kills,omitempty"`
-	Controller          Controller         `json:"controller"`
-	CPUSeconds          map[string]float64 `json:"cpu_seconds_by_process"`
+	KubeWritesPerJobWithCollector *float64           `json:"kube_api_writes_per_job_with_collector,omitempty"`
+	KubeAPI                       *KubeAPI           `json:"kube_api,omitempty"`
+	KubeAPIError                  string             `json:"kube_api_error,omitempty"`
+	ControllerCPUPerJob           float64            `json:"controller_cpu_ms_per_job"`
+	Leftover                      Leftover           `json:"leftover"`
+	BusyRunnersKilled             int                `json:"busy_runners_killed"`
+	BusyRunnerKills               []BusyRunnerKill   `json:"busy_runner_kills,omitempty"`
+	Controller                    Controller         `json:"controller"`
+	CPUSeconds                    map[string]float64 `json:"cpu_seconds_by_process"`
 	// WatchersCut is how many watchers the kube-apiserver cut for falling behind during
 	// Gantry's part (its log, "… watcher close due to unresponsiveness"), any client's:
 	// a sign of a control plane short of CPU. Absent if its log could not be read.
