@@ -55,7 +55,7 @@ func (r *Reconciler) checkOnline(ctx context.Context, s *scope, since time.Time)
 	timeout := s.pool.Spec.Recovery.RegistrationTimeoutOrDefault()
 	deadline := since.Add(timeout)
 	first := onlineFirstCheck
-	if r.Tracker != nil && r.Tracker.HasQueued(s.poolKey()) {
+	if r.jobsQueued(s) {
 		first = max(first, min(onlineQueuedCheck, timeout/2))
 	}
 	if wait := min(first, timeout) - now.Sub(since); wait > 0 {
@@ -163,4 +163,10 @@ func setOnline(s *scope, message string) {
 		Type: ConditionOnline, Status: metav1.ConditionTrue, Reason: reasonOnline,
 		Message: message, ObservedGeneration: s.runner.Generation,
 	})
+}
+
+// jobsQueued reports whether jobs routed to the runner's pool wait for a runner: the
+// runner was most likely made for one and takes it soon.
+func (r *Reconciler) jobsQueued(s *scope) bool {
+	return r.Tracker != nil && r.Tracker.HasQueued(s.poolKey())
 }
