@@ -13,9 +13,12 @@
 //     what it owns: a Runner owned by its pool, a pod and a Secret owned by their
 //     Runner (OwnerReferencesPermissionEnforcement admission checks it).
 //   - Pods are watched (their runners' lives follow them), created and deleted, and
-//     read fresh (get) before a runner whose pod vanished is failed.
+//     read fresh (get) before a runner whose pod vanished is failed. The pods of
+//     runners that exited 0 are deleted many at a time (deletecollection, selected by
+//     their runners' names).
 //   - Secrets are never cached or listed: a runner's Secret is created, read (get) and
-//     deleted by name, and the credentials and webhook Secrets are read by name. A
+//     deleted by name, or with other exited runners' (deletecollection, by their
+//     runners' names: the API server lists them itself), and the credentials and webhook Secrets are read by name. A
 //     pool's credentials Secret is patched to add and remove the finalizer that keeps
 //     it while the pool's runners may need unregistering.
 //   - Events: events.k8s.io for the controllers' events (patch: an event series); core
@@ -35,8 +38,8 @@ package controller
 // +kubebuilder:rbac:groups=gantry.dev,resources=runners,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools/status;runners/status,verbs=patch
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools/finalizers;runners/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;deletecollection
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete;deletecollection;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;list
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumes;nodes,verbs=get

@@ -286,6 +286,13 @@ func (t *Tracker) demandLocked(pool PoolKey) Demand {
 	return d
 }
 
+// HasQueued reports whether jobs routed to the pool wait for a runner.
+func (t *Tracker) HasQueued(pool PoolKey) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.queued[pool]) > 0
+}
+
 // QueuedJobs returns the jobs queued for a pool, oldest first is not promised.
 func (t *Tracker) QueuedJobs(pool PoolKey) []Job {
 	t.mu.Lock()

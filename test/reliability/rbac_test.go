@@ -91,6 +91,26 @@ func TestLeastPrivilege(t *testing.T) {
 		return apierrors.IsNotFound(err)
 	})
 
+	// A pool without a cache: its runners exit 0 holding nothing, and their pods and
+	// Secrets are deleted many at a time (deletecollection).
+	w.create(w.pool("plain").MaxRunners(10).Obj())
+	ids = w.queue(2, time.Second)
+	w.eventually("the plain pool's jobs, pods and Secrets gone", time.Minute, func() bool {
+		if w.outstanding(ids) != 0 {
+			return false
+		}
+		sel := metav1.ListOptions{LabelSelector: v1alpha1.LabelPool + "=plain"}
+		pods, err := cp.kube.CoreV1().Pods(w.ns).List(context.Background(), sel)
+		if err != nil || len(pods.Items) > 0 {
+			return false
+		}
+		secrets, err := cp.kube.CoreV1().Secrets(w.ns).List(context.Background(), sel)
+		return err == nil && len(secrets.Items) == 0
+	})
+	if err := cp.c.Delete(context.Background(), w.getPool("plain")); err != nil {
+		t.Fatal(err)
+	}
+
 	used, forbidden, events, err := auditOf(w.saUser())
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@
 //	online.go    Pending until GitHub lists the runner online, from one listing per scope
 //	rollout.go   the template hash a runner's pod was made from; outdated runners
 //	finalize.go  unregister from GitHub (a busy runner is kept), delete pod and Secret
+//	reap.go      exited runners' pods and Secrets deleted many runners a request
 //
 // ownwrites.go keeps a reconcile from acting on a cached Runner older than the
 // controller's own last write to it; unwritten.go remembers a new runner's registration
@@ -60,6 +61,7 @@ type Reconciler struct {
 	writes    ownWrites
 	online    onlineRunners
 	unwritten unwrittenStatus
+	exited    exitedReaper
 }
 
 // scope is one reconcile's working set.

@@ -25,9 +25,10 @@ import (
 // never kills a job. A Succeeded runner, one whose pod exited 0, or one whose job GitHub
 // said completed (it ran its job) removed itself from GitHub (ephemeral), so no call is
 // made for it. A registration already gone (404) is done. A runner whose pod exited 0
-// and that holds no cache
-// volume leaves its pod and Secret to the garbage collector (they are the Runner's);
-// otherwise the pod and the Secret are deleted, and the cache volumes the runner held
+// and that holds no cache volume has its pod and Secret deleted with other such
+// runners' (exitedReaper: one request of each kind a batch, not the garbage
+// collector's one each); otherwise the pod and the Secret are deleted, and the cache
+// volumes the runner held
 // released once the pod is gone; a pod stuck terminating on a lost node is force-deleted
 // after nodeLostTimeout (removePod), and the finalizer removed once the pod is gone. An
 // idle or pending runner whose pod has not exited shows phase Deleting meanwhile.
@@ -74,9 +75,13 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 	}
 
 	if exited && len(runner.Status.Caches) == 0 {
-		// The pod has exited and holds nothing: it and the Secret are the Runner's
-		// (owner references), and the garbage collector deletes them once it is gone.
-		logger.V(1).Info("Runner exited; its pod and Secret go with it")
+		// The pod has exited and holds nothing: it and the Secret go with the other
+		// exited runners' in one request of each kind (reap.go), not one by one through
+		// the garbage collector.
+		logger.V(1).Info("Runner exited; deleting its pod and Secret with the batch")
+		if err := r.exited.reap(ctx, r.Client, r.Clock, runner.Namespace, runner.Name); err != nil {
+			return reconcile.Result{}, err
+		}
 	} else {
 		if left, err := r.removePod(ctx, runner); err != nil || left > 0 {
 			return reconcile.Result{RequeueAfter: left}, err

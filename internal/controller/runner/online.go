@@ -21,6 +21,13 @@ const (
 	// the runner is online: most runners take a job before then, and a runner with a job
 	// is known to be online without asking.
 	onlineFirstCheck = 5 * time.Second
+	// onlineQueuedCheck replaces onlineFirstCheck while jobs wait in the runner's pool:
+	// the runner was made for one and takes it as soon as GitHub hands it over, which in
+	// a burst of thousands can take a minute or two. Asking sooner would cost a status
+	// write (Idle) that the job's own (Busy) follows, two writes a runner where one
+	// records its whole start. Capped at half the pool's registration timeout, so a
+	// runner that never comes online is still known in time.
+	onlineQueuedCheck = 2 * time.Minute
 	// onlineListInterval bounds the cost of asking: a scope's runners are listed at most
 	// once per interval for each page the last listing took, so about one request per
 	// interval per scope, however many runners wait.
@@ -47,9 +54,14 @@ func (r *Reconciler) checkOnline(ctx context.Context, s *scope, since time.Time)
 	now := r.Clock.Now()
 	timeout := s.pool.Spec.Recovery.RegistrationTimeoutOrDefault()
 	deadline := since.Add(timeout)
-	if wait := min(onlineFirstCheck, timeout) - now.Sub(since); wait > 0 {
+	first := onlineFirstCheck
+	if r.jobsQueued(s) {
+		first = max(first, min(onlineQueuedCheck, timeout/2))
+	}
+	if wait := min(first, timeout) - now.Sub(since); wait > 0 {
 		// Nothing asked yet, so nothing to say: most runners take a job before then, and
-		// their one status write says Busy and Online together.
+		// their one status write says Busy and Online together. A job's start brings the
+		// runner back sooner (the Tracker wakes it).
 		return reconcile.Result{RequeueAfter: wait}, false, nil
 	}
 	meta.SetStatusCondition(&s.runner.Status.Conditions, metav1.Condition{
@@ -151,4 +163,10 @@ func setOnline(s *scope, message string) {
 		Type: ConditionOnline, Status: metav1.ConditionTrue, Reason: reasonOnline,
 		Message: message, ObservedGeneration: s.runner.Generation,
 	})
+}
+
+// jobsQueued reports whether jobs routed to the runner's pool wait for a runner: the
+// runner was most likely made for one and takes it soon.
+func (r *Reconciler) jobsQueued(s *scope) bool {
+	return r.Tracker != nil && r.Tracker.HasQueued(s.poolKey())
 }

@@ -14,8 +14,9 @@ import (
 // twice. They are recorded in the Runner's status, but not with a write of their own:
 // with the first status write the runner makes anyway — Busy once it takes a job, the
 // Online condition once GitHub was asked, a failure, a lease of cache volumes — or
-// firstWriteWait after they were made, whichever comes first, so that a new runner's
-// status shows it registered within seconds. A runner made for a queued job takes it
+// firstWriteWait after they were made (firstWriteQueuedWait while jobs wait in its
+// pool), whichever comes first, so that a new runner's status shows it registered
+// within seconds. A runner made for a queued job takes it
 // about a second after its pod runs, so one status write records it all. Until then
 // this process remembers them (unwritten). A restarted
 // process reads the registration back from the runner's Secret (recoverRegistration)
@@ -29,6 +30,13 @@ import (
 // queued job takes to take it, even in a burst of hundreds of jobs on a small cluster
 // (pickup p99 about 12 s for 500 jobs on 2 cores, `gantry sim run --scenario burst`).
 const firstWriteWait = 15 * time.Second
+
+// firstWriteQueuedWait replaces firstWriteWait while jobs wait in the runner's pool: in
+// a burst of thousands the cluster takes a minute or more to run the pods and GitHub
+// to hand them their jobs, and a write at 15 s would be followed by the job's own.
+// Measured in a 5,000-job burst (`gantry sim run --scenario scale`): the job's write
+// came 20–50 s after the pod was created.
+const firstWriteQueuedWait = 2 * time.Minute
 
 // unwritten is what this process knows of one runner and its stored status may not
 // show yet.
@@ -136,13 +144,17 @@ func (r *Reconciler) recall(s *scope) {
 
 // writeLater reports how long the status write may wait: the working status differs
 // from the stored one only by what this process remembers, for less than
-// firstWriteWait. 0: write now.
+// firstWriteWait (firstWriteQueuedWait while jobs wait in its pool). 0: write now.
 func (r *Reconciler) writeLater(s *scope) time.Duration {
 	e := r.unwritten.get(s.runner)
 	if e == nil {
 		return 0
 	}
-	left := firstWriteWait - r.Clock.Since(e.since)
+	wait := firstWriteWait
+	if r.jobsQueued(s) {
+		wait = firstWriteQueuedWait
+	}
+	left := wait - r.Clock.Since(e.since)
 	if left <= 0 {
 		return 0
 	}

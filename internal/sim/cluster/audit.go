@@ -8,22 +8,32 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
+// CollectorUser is the identity kube-controller-manager's garbage collector acts as
+// (it runs with --use-service-account-credentials, as kubeadm and managed clusters
+// run it): its deletes of the objects a deleted owner leaves are made on the owner's
+// controller's behalf, so they are that controller's cost too.
+const CollectorUser = "system:serviceaccount:kube-system:generic-garbage-collector"
+
 // auditPolicy records one user's requests when they complete, at Metadata level, and
-// nothing else: the cost to the kube-apiserver follows that user's requests only.
+// the garbage collector's deletes; nothing else: the cost to the kube-apiserver follows
+// that user's requests and the deletes made for it only.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived", "ResponseStarted"]
 rules:
 - level: Metadata
   users: [%q]
+- level: Metadata
+  users: [%q]
+  verbs: [delete, deletecollection]
 - level: None
 `
 
-// configureAudit has the kube-apiserver, before it starts, record user's requests in
-// c.AuditLog.
+// configureAudit has the kube-apiserver, before it starts, record user's requests and
+// the garbage collector's deletes in c.AuditLog.
 func (c *Cluster) configureAudit(user string) error {
 	policy := filepath.Join(c.opts.WorkDir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, fmt.Appendf(nil, auditPolicy, user), 0o644); err != nil {
+	if err := os.WriteFile(policy, fmt.Appendf(nil, auditPolicy, user, CollectorUser), 0o644); err != nil {
 		return err
 	}
 	c.AuditLog = filepath.Join(c.opts.WorkDir, "audit.log")

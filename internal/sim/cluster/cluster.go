@@ -59,8 +59,9 @@ type Options struct {
 	Log io.Writer
 	// AuditUser, when set, is a user with full rights and a kubeconfig of its own
 	// (Cluster.AuditedKubeconfig) whose every request the kube-apiserver records, at
-	// Metadata level (who, verb, resource, answer: never a body), in Cluster.AuditLog.
-	// Nobody else's requests are recorded.
+	// Metadata level (who, verb, resource, answer: never a body), in Cluster.AuditLog,
+	// with the garbage collector's deletes (CollectorUser). Nobody else's requests are
+	// recorded.
 	AuditUser string
 }
 
@@ -208,6 +209,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			// Every controller, the ServiceAccount and token controllers included:
 			// pods are admitted with their ServiceAccount as in a real cluster.
 			"--controllers=*", "--service-account-private-key-file=" + saKey,
+			// Each controller as its own ServiceAccount, as kubeadm and managed
+			// clusters run it: the audit log tells the garbage collector's requests
+			// (CollectorUser) from the other controllers'.
+			"--use-service-account-credentials=true",
 			fmt.Sprintf("--node-monitor-grace-period=%ds", graceSeconds(opts.NodeMonitorGracePeriod)),
 		}},
 		{"kube-scheduler", []string{"--kubeconfig=" + c.Kubeconfig, "--secure-port=0", "--leader-elect=false"}},

@@ -10,17 +10,31 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/gantry-dev/gantry/internal/sim/cluster"
 )
 
 // KubeAPI is what the controller asked of the kube-apiserver, as the kube-apiserver
 // recorded it (its audit log of the controller's user): exact, by verb and resource,
-// watches and the informers' lists included.
+// watches and the informers' lists included; and the deletes kube-controller-manager's
+// garbage collector made of the objects the controller's objects owned.
 type KubeAPI struct {
 	// Requests counts requests by "verb resource[/subresource]" ("create pods",
 	// "patch runners/status"); requests for no resource (discovery) are "verb path".
 	Requests map[string]int64 `json:"requests"`
-	// WritesPerJob: create, update, patch, delete and deletecollection requests per job.
+	// WritesPerJob: the controller's create, update, patch, delete and deletecollection
+	// requests per job.
 	WritesPerJob float64 `json:"writes_per_job"`
+	// CollectorDeletes counts the garbage collector's deletes in the run's namespace by
+	// "verb resource" ("delete pods"): a Runner's pod and Secret, which the Runner
+	// owns, deleted for the controller once the Runner is gone. The GC acts as
+	// cluster.CollectorUser.
+	CollectorDeletes map[string]int64 `json:"collector_deletes,omitempty"`
+	// CollectorDeletesPerJob is their number per job, and AllWritesPerJob
+	// WritesPerJob plus CollectorDeletesPerJob: every write made on the controller's
+	// behalf.
+	CollectorDeletesPerJob float64 `json:"collector_deletes_per_job"`
+	AllWritesPerJob        float64 `json:"all_writes_per_job"`
 	// UncachedReadsPerJob: get and list requests on resources per job — reads that went
 	// to the kube-apiserver instead of the controller's cache, the informers' start-up
 	// lists (one per kind and process) included.
@@ -41,13 +55,19 @@ const peakWindow = 10 * time.Second
 
 // kubeAudit is the audit log, read.
 type kubeAudit struct {
-	requests map[string]int64
+	// requests are the controller's; collector the garbage collector's deletes in
+	// the run's namespace.
+	requests  map[string]int64
+	collector map[string]int64
 	// poolStatusWrites are the times of each pool's status writes, by namespace/name.
 	poolStatusWrites map[string][]time.Time
 }
 
 // auditEvent is the part of an audit.k8s.io/v1 Event counted.
 type auditEvent struct {
+	User struct {
+		Username string `json:"username"`
+	} `json:"user"`
 	Verb           string    `json:"verb"`
 	RequestURI     string    `json:"requestURI"`
 	StageTimestamp time.Time `json:"stageTimestamp"`
@@ -61,7 +81,7 @@ type auditEvent struct {
 
 // readAudit reads an audit log of JSON lines; "" reads nothing.
 func readAudit(path string) (kubeAudit, error) {
-	a := kubeAudit{requests: map[string]int64{}, poolStatusWrites: map[string][]time.Time{}}
+	a := kubeAudit{requests: map[string]int64{}, collector: map[string]int64{}, poolStatusWrites: map[string][]time.Time{}}
 	if path == "" {
 		return a, nil
 	}
@@ -86,6 +106,12 @@ func readAudit(path string) (kubeAudit, error) {
 }
 
 func (a *kubeAudit) add(ev auditEvent) {
+	if ev.User.Username == cluster.CollectorUser {
+		if ev.ObjectRef != nil && ev.ObjectRef.Namespace == namespace && isWrite(ev.Verb) {
+			a.collector[ev.Verb+" "+ev.ObjectRef.Resource]++
+		}
+		return
+	}
 	if ev.ObjectRef == nil || ev.ObjectRef.Resource == "" {
 		a.requests[ev.Verb+" "+ev.RequestURI]++
 		return
@@ -122,9 +148,18 @@ func (a kubeAudit) kubeAPI(jobs, pools int, start, end time.Time) *KubeAPI {
 			reads += n
 		}
 	}
+	var collected int64
+	for _, n := range a.collector {
+		collected += n
+	}
+	if collected > 0 {
+		k.CollectorDeletes = a.collector
+	}
 	if jobs > 0 {
 		k.WritesPerJob = round2(float64(writes) / float64(jobs))
 		k.UncachedReadsPerJob = round2(float64(reads) / float64(jobs))
+		k.CollectorDeletesPerJob = round2(float64(collected) / float64(jobs))
+		k.AllWritesPerJob = round2(float64(writes+collected) / float64(jobs))
 	}
 	var sum float64
 	for _, ts := range a.poolStatusWrites {

@@ -23,12 +23,16 @@ type Figures struct {
 	ReactionP99       float64 `json:"reaction_p99"`
 	DrainSeconds      float64 `json:"drain_seconds"`
 	RESTCallsPerJob   float64 `json:"rest_calls_per_job"`
-	KubeWritesPerJob  float64 `json:"kube_api_writes_per_job"`
-	IdleRunnerSeconds float64 `json:"idle_runner_seconds"`
-	BusyRunnersKilled int     `json:"busy_runners_killed"`
-	Leftover          int     `json:"leftover"`
-	CPUSeconds        float64 `json:"controller_cpu_seconds"`
-	PeakRSSMiB        float64 `json:"controller_peak_rss_mib"`
+	// KubeWritesPerJob is the controller's own writes; KubeWritesPerJobWithCollector
+	// adds the garbage collector's deletes made for it (absent in baselines from
+	// before they were counted).
+	KubeWritesPerJob              float64  `json:"kube_api_writes_per_job"`
+	KubeWritesPerJobWithCollector *float64 `json:"kube_api_writes_per_job_with_collector,omitempty"`
+	IdleRunnerSeconds             float64  `json:"idle_runner_seconds"`
+	BusyRunnersKilled             int      `json:"busy_runners_killed"`
+	Leftover                      int      `json:"leftover"`
+	CPUSeconds                    float64  `json:"controller_cpu_seconds"`
+	PeakRSSMiB                    float64  `json:"controller_peak_rss_mib"`
 	// JobsLost and RecoverySeconds come from a fault schedule (-1: never recovered);
 	// absent without one.
 	JobsLost        *int     `json:"jobs_lost,omitempty"`
@@ -73,7 +77,8 @@ func FiguresOf(r *Report) Figures {
 		Leftover:   r.Leftover.Total(),
 		CPUSeconds: round1(r.Controller.CPUSeconds), PeakRSSMiB: round1(float64(r.Controller.PeakRSSBytes) / (1 << 20)),
 		ActionsServiceCallsPerJob: val(r.ActionsServiceCallsPerJob), GitHubCallsPerJob: val(r.GitHubCallsPerJob),
-		DemandSource: r.DemandSource, MeasuredAt: r.StartedAt.UTC().Truncate(time.Second), CPUs: r.Host.CPUs,
+		KubeWritesPerJobWithCollector: r.KubeWritesPerJobWithCollector,
+		DemandSource:                  r.DemandSource, MeasuredAt: r.StartedAt.UTC().Truncate(time.Second), CPUs: r.Host.CPUs,
 		Load: [2]float64{r.Host.LoadAvgStart[0], r.Host.LoadAvgEnd[0]},
 	}
 	if r.Faults != nil {
@@ -157,7 +162,8 @@ var figures = []figure{
 	{name: "REST calls per job", value: func(f Figures) *float64 { return val(f.RESTCallsPerJob) }, floor: constFloor(1)},
 	{name: "Actions service calls per job", value: func(f Figures) *float64 { return f.ActionsServiceCallsPerJob }},
 	{name: "GitHub calls per job", value: func(f Figures) *float64 { return f.GitHubCallsPerJob }, floor: constFloor(1)},
-	{name: "Kubernetes API writes per job", value: func(f Figures) *float64 { return val(f.KubeWritesPerJob) }, floor: constFloor(2)},
+	{name: "Kubernetes API writes per job", value: func(f Figures) *float64 { return f.KubeWritesPerJobWithCollector }, floor: constFloor(2)},
+	{name: "controller's own writes per job", value: func(f Figures) *float64 { return val(f.KubeWritesPerJob) }},
 	{name: "uncached reads per job", value: func(f Figures) *float64 { return f.UncachedReadsPerJob }, floor: constFloor(0)},
 	{name: "pool status writes/s (busiest 10 s)", value: func(f Figures) *float64 { return f.PoolStatusWritesPeak }},
 	{name: "idle runner-seconds", value: func(f Figures) *float64 { return val(f.IdleRunnerSeconds) }},
@@ -234,6 +240,12 @@ type Target struct {
 // a controller that reads or acknowledges each job message on its own (6 and more).
 // Its Kubernetes side is burst's, and so are those targets.
 //
+// Kubernetes API writes count every write made on the controller's behalf: its own
+// requests and the garbage collector's deletes of what its objects owned (issue 31).
+// A runner's own life costs at least its Runner's create and delete, its Secret's and
+// pod's creates and deletes, and a status write: at most 8 leaves room for the
+// finalizer's patch and nothing else.
+//
 // idle-scalesets holds 200 scale-set sessions open with no job. An idle session costs
 // the service one long poll per hold (50 s, GitHub's): 1.2 calls a minute. At most 2
 // per pool leaves room for the session's and the tokens' refreshes, and fails a
@@ -245,25 +257,26 @@ var Targets = []Target{
 	{Scenario: "burst", Figure: "pickup p99 (s)", Max: 1.15, OfFloor: true},
 	{Scenario: "burst", Figure: "jobs never picked up", Max: 0},
 	{Scenario: "burst", Figure: "REST calls per job", Max: 1.2},
-	{Scenario: "burst", Figure: "Kubernetes API writes per job", Max: 6},
+	{Scenario: "burst", Figure: "Kubernetes API writes per job", Max: 8},
 	{Scenario: "burst", Figure: "uncached reads per job", Max: 1},
 	{Scenario: "burst", Figure: "pool status writes/s (busiest 10 s)", Max: 1},
 	{Scenario: "burst-scaleset", Figure: "pickup p99 (s)", Max: 1.2, Of: "burst"},
 	{Scenario: "burst-scaleset", Figure: "jobs never picked up", Max: 0},
 	{Scenario: "burst-scaleset", Figure: "GitHub calls per job", Max: 4},
-	{Scenario: "burst-scaleset", Figure: "Kubernetes API writes per job", Max: 6},
+	{Scenario: "burst-scaleset", Figure: "Kubernetes API writes per job", Max: 8},
 	{Scenario: "burst-scaleset", Figure: "uncached reads per job", Max: 1},
 	{Scenario: "burst-scaleset", Figure: "pool status writes/s (busiest 10 s)", Max: 1},
 	{Scenario: "idle-scalesets", Figure: "idle: Actions service calls/min per pool", Max: 2},
 	{Scenario: "burst-scalesets-50", Figure: "jobs never picked up", Max: 0},
 	{Scenario: "burst-scalesets-50", Figure: "left over", Max: 0},
-	{Scenario: "steady", Figure: "Kubernetes API writes per job", Max: 6},
+	{Scenario: "steady", Figure: "Kubernetes API writes per job", Max: 8},
 	{Scenario: "steady", Figure: "uncached reads per job", Max: 1},
 	{Scenario: "steady", Figure: "REST calls per job", Max: 1.05},
 	{Scenario: "steady", Figure: "controller CPU per job (ms)", Max: 5},
 	{Scenario: "steady", Figure: "pool status writes/s (busiest 10 s)", Max: 1},
 	{Scenario: "burst-limited-token", Figure: "pickup p99 (s)", Max: 10},
 	{Scenario: "scale", Figure: "controller peak RSS (MiB)", Max: 512},
+	{Scenario: "scale", Figure: "Kubernetes API writes per job", Max: 8},
 	{Scenario: "scale", Figure: "jobs never picked up", Max: 0},
 	{Scenario: "scale", Figure: "left over", Max: 0},
 	{Scenario: "faults", Figure: "jobs lost (faults)", Max: 0},

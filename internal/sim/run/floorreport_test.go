@@ -175,6 +175,12 @@ func TestAuditCounts(t *testing.T) {
 		`{"verb":"watch","requestURI":"/api/v1/namespaces/ci/pods?watch=true","stageTimestamp":"2026-03-10T12:00:01Z","objectRef":{"resource":"pods","namespace":"ci"}}`,
 		`{"verb":"get","requestURI":"/apis","stageTimestamp":"2026-03-10T12:00:00Z"}`,
 		`{"verb":"delete","requestURI":"/api/v1/namespaces/ci/pods/x","stageTimestamp":"2026-03-10T12:00:02Z","objectRef":{"resource":"pods","namespace":"ci","name":"x"}}`,
+		// The garbage collector's deletes in the run's namespace are the controller's
+		// cost; elsewhere (kube-system's leases, say) they are not.
+		`{"user":{"username":"system:serviceaccount:kube-system:generic-garbage-collector"},"verb":"delete","requestURI":"/api/v1/namespaces/ci/pods/y","stageTimestamp":"2026-03-10T12:00:03Z","objectRef":{"resource":"pods","namespace":"ci","name":"y"}}`,
+		`{"user":{"username":"system:serviceaccount:kube-system:generic-garbage-collector"},"verb":"delete","requestURI":"/api/v1/namespaces/ci/secrets/y","stageTimestamp":"2026-03-10T12:00:03Z","objectRef":{"resource":"secrets","namespace":"ci","name":"y"}}`,
+		`{"user":{"username":"system:serviceaccount:kube-system:generic-garbage-collector"},"verb":"delete","requestURI":"/api/v1/namespaces/ci/secrets/z","stageTimestamp":"2026-03-10T12:00:03Z","objectRef":{"resource":"secrets","namespace":"ci","name":"z"}}`,
+		`{"user":{"username":"system:serviceaccount:kube-system:generic-garbage-collector"},"verb":"delete","requestURI":"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n","stageTimestamp":"2026-03-10T12:00:03Z","objectRef":{"resource":"leases","namespace":"kube-node-lease","name":"n"}}`,
 	}
 	// Pool status: 12 patches of ci/linux within 4 s, then one more at 20 s.
 	for i := range 12 {
@@ -195,7 +201,10 @@ func TestAuditCounts(t *testing.T) {
 			"create pods": 1, "create secrets": 1, "get secrets": 1, "list pods": 1, "watch pods": 1, "get /apis": 1,
 			"delete pods": 1, "patch runnerpools/status": 13,
 		},
-		WritesPerJob:              8,  // 2 creates, a delete, 13 status patches for 2 jobs
+		WritesPerJob:              8, // 2 creates, a delete, 13 status patches for 2 jobs
+		CollectorDeletes:          map[string]int64{"delete pods": 1, "delete secrets": 2},
+		CollectorDeletesPerJob:    1.5,
+		AllWritesPerJob:           9.5,
 		UncachedReadsPerJob:       1,  // a get and a list, not the watch nor discovery
 		PoolStatusWrites:          13, // 13 in 26 s
 		PoolStatusWritesPerSecond: 0.5,

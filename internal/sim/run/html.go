@@ -152,6 +152,7 @@ floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared m
 <tr><th>Actions service calls per job</th><td>{{.ActionsServiceCallsPerJob}}</td></tr>
 <tr><th>controller's Kubernetes API writes per job</th><td>{{.KubeWritesPerJob}} (requests by method: {{range $k, $v := .Controller.KubeAPIRequests}}{{$k}} {{$v}} {{end}})</td></tr>
 {{with .KubeAPI}}<tr><th>controller's requests, as the kube-apiserver recorded them</th><td>writes per job {{.WritesPerJob}}, uncached reads per job {{.UncachedReadsPerJob}}; pool status writes {{.PoolStatusWrites}} ({{.PoolStatusWritesPerSecond}}/s per pool while jobs ran, {{.PoolStatusWritesPeak}}/s in the busiest 10 s)<br>{{range $k, $v := .Requests}}{{$k}} {{$v}}; {{end}}</td></tr>{{end}}
+{{with .KubeAPI}}<tr><th>garbage collector's deletes on the controller's behalf</th><td>{{.CollectorDeletesPerJob}} per job ({{range $k, $v := .CollectorDeletes}}{{$k}} {{$v}}; {{end}}); every write on the controller's behalf: {{.AllWritesPerJob}} per job</td></tr>{{end}}
 <tr><th>left over</th><td>runners {{.Leftover.Runners}}, pods {{.Leftover.Pods}}, secrets {{.Leftover.Secrets}}, GitHub runners {{.Leftover.GitHubRunners}}</td></tr>
 <tr><th>busy runners killed</th><td>{{.BusyRunnersKilled}}</td></tr>
 <tr><th>controller</th><td>{{printf "%.1f" .Controller.CPUSeconds}} CPU-seconds ({{.ControllerCPUPerJob}} ms per job), peak RSS {{printf "%.0f" .PeakRSSMiB}} MiB, {{.Controller.Processes}} process(es)</td></tr>

@@ -32,7 +32,9 @@ import (
 // warm (pickup and its cost after a warm pool's warm-up). Version 8 added
 // rest_not_modified and webhook_delivery_seconds, and left the REST calls answered 304
 // out of every other REST figure. Version 9 added watchers_cut and floor.watchers_cut.
-const SchemaVersion = 9
+// Version 10 added kube_api.collector_deletes, kube_api.collector_deletes_per_job,
+// kube_api.all_writes_per_job and kube_api_writes_per_job_with_collector.
+const SchemaVersion = 10
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -152,16 +154,20 @@ type Report struct {
 	// RESTNotModified is the REST calls answered 304 Not Modified: conditional requests,
 	// which GitHub does not count against the rate limit. The other REST figures leave
 	// them out.
-	RESTNotModified     int64              `json:"rest_not_modified"`
-	KubeWritesPerJob    float64            `json:"kube_api_writes_per_job"`
-	KubeAPI             *KubeAPI           `json:"kube_api,omitempty"`
-	KubeAPIError        string             `json:"kube_api_error,omitempty"`
-	ControllerCPUPerJob float64            `json:"controller_cpu_ms_per_job"`
-	Leftover            Leftover           `json:"leftover"`
-	BusyRunnersKilled   int                `json:"busy_runners_killed"`
-	BusyRunnerKills     []BusyRunnerKill   `json:"busy_runner_kills,omitempty"`
-	Controller          Controller         `json:"controller"`
-	CPUSeconds          map[string]float64 `json:"cpu_seconds_by_process"`
+	RESTNotModified  int64   `json:"rest_not_modified"`
+	KubeWritesPerJob float64 `json:"kube_api_writes_per_job"`
+	// KubeWritesPerJobWithCollector adds to KubeWritesPerJob the garbage collector's
+	// deletes of objects the controller's objects owned (KubeAPI.CollectorDeletes):
+	// every write made on the controller's behalf. Absent without the audit log.
+	KubeWritesPerJobWithCollector *float64           `json:"kube_api_writes_per_job_with_collector,omitempty"`
+	KubeAPI                       *KubeAPI           `json:"kube_api,omitempty"`
+	KubeAPIError                  string             `json:"kube_api_error,omitempty"`
+	ControllerCPUPerJob           float64            `json:"controller_cpu_ms_per_job"`
+	Leftover                      Leftover           `json:"leftover"`
+	BusyRunnersKilled             int                `json:"busy_runners_killed"`
+	BusyRunnerKills               []BusyRunnerKill   `json:"busy_runner_kills,omitempty"`
+	Controller                    Controller         `json:"controller"`
+	CPUSeconds                    map[string]float64 `json:"cpu_seconds_by_process"`
 	// WatchersCut is how many watchers the kube-apiserver cut for falling behind during
 	// Gantry's part (its log, "… watcher close due to unresponsiveness"), any client's:
 	// a sign of a control plane short of CPU. Absent if its log could not be read.
@@ -437,6 +443,9 @@ func (r *Report) countCalls(in reportInputs, pools int) {
 		}
 	}
 	r.KubeWritesPerJob = round2(float64(writes) / float64(n))
+	if r.KubeAPI != nil {
+		r.KubeWritesPerJobWithCollector = val(round2(r.KubeWritesPerJob + r.KubeAPI.CollectorDeletesPerJob))
+	}
 	r.ControllerCPUPerJob = round1(in.controller.CPUSeconds * 1000 / float64(n))
 }
 

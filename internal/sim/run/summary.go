@@ -56,6 +56,10 @@ func (r *Report) Summary() string {
 		fmt.Fprintf(&b, "  kube-apiserver audit of the controller: writes per job %.2f, uncached reads per job %.2f, pool status writes %d (%.2f/s per pool, busiest 10 s %.2f/s)\n",
 			k.WritesPerJob, k.UncachedReadsPerJob, k.PoolStatusWrites, k.PoolStatusWritesPerSecond, k.PoolStatusWritesPeak)
 		fmt.Fprintf(&b, "    by verb: %s\n", formatCounts(k.Requests))
+		if k.CollectorDeletes != nil {
+			fmt.Fprintf(&b, "  garbage collector's deletes for it: %.2f per job (%s); every write on the controller's behalf: %.2f per job\n",
+				k.CollectorDeletesPerJob, formatCounts(k.CollectorDeletes), k.AllWritesPerJob)
+		}
 	}
 	fmt.Fprintf(&b, "  left over: runners %d, pods %d, secrets %d, GitHub runners %d\n", r.Leftover.Runners, r.Leftover.Pods, r.Leftover.Secrets, r.Leftover.GitHubRunners)
 	fmt.Fprintf(&b, "  controller: %.1f CPU-seconds (%.1f ms per job), peak RSS %.0f MiB (%d process(es))\n", r.Controller.CPUSeconds, r.ControllerCPUPerJob, float64(r.Controller.PeakRSSBytes)/(1<<20), r.Controller.Processes)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller/runner"
@@ -83,6 +84,47 @@ func TestDefaultLabelsRouteTheCommonRunsOn(t *testing.T) {
 			t.Errorf("job %d %v is %s, want queued", j.ID, j.Labels, st)
 		}
 	}
+}
+
+// A runner made for a queued job is not asked about on GitHub 5 s after its pod runs,
+// as an idle runner is, but after half its registration timeout: it takes its job as
+// soon as GitHub hands it over, and asking sooner would cost a status write (Idle) that
+// the job's (Busy) follows. It is still known in time: asked once, and failed as
+// RegistrationTimeout if it never came online.
+func TestRunnerMadeForAQueuedJobIsAskedAboutLater(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	const timeout = 16 * time.Second
+	w.create(w.poolWithRecovery("queued", 0, v1alpha1.RecoverySpec{RegistrationTimeout: &metav1.Duration{Duration: timeout}}))
+	if _, err := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/api", Labels: []string{"linux"}, Duration: simgithub.Duration(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	rn := w.newRunner("queued")
+	w.setPodRunning(rn.Name)
+	pod, err := w.getPod(rn.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := pod.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+
+	var asked time.Time
+	w.eventuallyWithin(timeout+30*time.Second, "GitHub asked about the runner", func() (bool, error) {
+		r, err := w.getRunner(rn.Name)
+		if err != nil {
+			return false, err
+		}
+		if c := meta.FindStatusCondition(r.Status.Conditions, runner.ConditionOnline); c != nil {
+			asked = c.LastTransitionTime.Time
+			return true, nil
+		}
+		return r.Status.Phase == v1alpha1.RunnerFailed, nil
+	})
+	// Condition times are whole seconds: half the timeout, less one for the rounding.
+	if asked.Before(since.Add(timeout/2 - time.Second)) {
+		t.Errorf("GitHub asked at %s, %s after the pod ran; want no sooner than half the registration timeout (%s) while a job is queued",
+			asked, asked.Sub(since), timeout/2)
+	}
+	w.expectFailed("queued", rn.Name, v1alpha1.ReasonRegistrationTimeout, 1, "never came online on GitHub")
 }
 
 // A Runner whose pod runs stays Pending, its Online condition False, until the scope's
