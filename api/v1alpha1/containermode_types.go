@@ -275,10 +275,6 @@ const (
 	// workflow pod cannot start, with the reason and the image or the scheduler's message;
 	// True once it runs. Absent while the runner has no workflow pod.
 	ConditionWorkflowPodReady = "WorkflowPodReady"
-	// ConditionContainerMode (RunnerPool, Kubernetes mode) is True when the pool's
-	// ServiceAccount, Role, RoleBinding and hook template are in place in
-	// containerMode.namespace; False with reason NamespaceNotFound or SameNamespace.
-	ConditionContainerMode = "ContainerMode"
 
 	// ReasonWorkflowPodRunning: the workflow pod runs.
 	ReasonWorkflowPodRunning = "WorkflowPodRunning"
@@ -294,8 +290,13 @@ const (
 	// ReasonWorkflowPodPending: the workflow pod is starting.
 	ReasonWorkflowPodPending = "WorkflowPodPending"
 
-	// ReasonContainerModeReady: the pool's hook identity and template are in place.
-	ReasonContainerModeReady = "ContainerModeReady"
+	// The pool reasons below are those of its Ready (False) and Degraded (True)
+	// conditions: the pool creates no runner until they are fixed.
+
+	// ReasonContainerModeFailed: the pool's hook ServiceAccount, template ConfigMap or
+	// RoleBinding could not be written; the message says why (often the controller's
+	// rights: it needs bind on the gantry-container-hook ClusterRole).
+	ReasonContainerModeFailed = "ContainerModeFailed"
 	// ReasonNamespaceNotFound: containerMode.namespace does not exist; create it.
 	ReasonNamespaceNotFound = "NamespaceNotFound"
 	// ReasonSameNamespace: containerMode.namespace is the pool's own namespace, where the
