@@ -287,8 +287,6 @@ const (
 	// ReasonWorkflowPodUnschedulable: the scheduler could not place the workflow pod for
 	// longer than recovery.pendingTimeout; the runner is ended, failing the job.
 	ReasonWorkflowPodUnschedulable = "WorkflowPodUnschedulable"
-	// ReasonWorkflowPodPending: the workflow pod is starting.
-	ReasonWorkflowPodPending = "WorkflowPodPending"
 
 	// The pool reasons below are those of its Ready (False) and Degraded (True)
 	// conditions: the pool creates no runner until they are fixed.
