@@ -527,3 +527,62 @@ func convert(doc map[string]any, obj client.Object) error {
 	}
 	return json.Unmarshal(b, obj)
 }
+
+// Whatever ends a runner, its anchor, its workflow pod and the hook's Secrets go: the
+// hook sets no owner reference, so nothing else would remove them.
+func TestHookObjectsGoWhateverEndsTheRunner(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(w *world, pod string)
+	}{
+		{"its job done (the runner exits 0)", func(w *world, pod string) {
+			w.setPodRunning(pod)
+			w.setPodExitedUnlessGone(pod, 0)
+		}},
+		{"its pod deleted mid-job", func(w *world, pod string) {
+			w.setPodRunning(pod)
+			p, err := w.getPod(pod)
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			if err := w.c.Delete(w.ctx(), p, client.GracePeriodSeconds(0)); err != nil {
+				w.t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, jobs := containerModeWorld(t)
+			w.create(w.pool("k8s").MinIdle(1).KubernetesMode(jobs).Obj())
+			a := w.boundRunnerPods("k8s", 1, "node-a")[0]
+			w.eventually("the anchor", func() (bool, error) {
+				err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: jobs, Name: a}, &corev1.Pod{})
+				return err == nil, client.IgnoreNotFound(err)
+			})
+			hook := as(t, w.runnerToken("k8s", a))
+			if _, err := hook.CoreV1().Secrets(jobs).Create(w.ctx(), hookSecret(a, "aaaabbbb"), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := hook.CoreV1().Pods(jobs).Create(w.ctx(), workflowPod(a, "node-a", nil), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			tc.end(w, a)
+			w.eventually("the anchor, the workflow pod and the hook's Secret gone", func() (bool, error) {
+				var pods corev1.PodList
+				if err := w.c.List(w.ctx(), &pods, client.InNamespace(jobs)); err != nil {
+					return false, err
+				}
+				var secrets corev1.SecretList
+				if err := w.c.List(w.ctx(), &secrets, client.InNamespace(jobs)); err != nil {
+					return false, err
+				}
+				live := 0
+				for _, p := range pods.Items {
+					if p.DeletionTimestamp == nil {
+						live++
+					}
+				}
+				return live == 0 && len(secrets.Items) == 0, nil
+			})
+		})
+	}
+}
