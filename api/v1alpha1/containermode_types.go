@@ -259,7 +259,7 @@ func WorkflowPodName(runnerPod string) string {
 }
 
 // ContainerHookServiceAccountName is the ServiceAccount (and Role, RoleBinding) of a
-// Kubernetes-mode pool's runners. The admission policy recognises the hook's identity
+// Kubernetes-mode pool's runners. The admission policy recognizes the hook's identity
 // by this suffix.
 func ContainerHookServiceAccountName(pool string) string {
 	return pool + ContainerHookSuffix

@@ -122,7 +122,7 @@ func installContainerHookFence(t *testing.T) {
 }
 
 // containerModeWorld is a world whose manager also watches jobs, the pool's
-// containerMode.namespace, labelled with a Pod Security level as the docs ask.
+// containerMode.namespace, labeled with a Pod Security level as the docs ask.
 func containerModeWorld(t *testing.T) (*world, string) {
 	t.Helper()
 	installContainerHookFence(t)
@@ -430,7 +430,7 @@ func TestKubernetesModeFencesJobCodeOffWithTheRunnersOwnToken(t *testing.T) {
 	_, err = hook.CoreV1().Pods(w.ns).Create(ctx, workflowPod(a, node.Name, nil), metav1.CreateOptions{})
 	forbidden("create a pod in the pool's namespace", err)
 	_, err = hook.CoreV1().Secrets(jobs).Create(ctx, func() *corev1.Secret { s := hookSecret(a, "ffffffff"); s.Labels = nil; return s }(), metav1.CreateOptions{})
-	forbidden("create an unlabelled Secret", err, "may create only Secrets named")
+	forbidden("create an unlabeled Secret", err, "may create only Secrets named")
 	forbidden("delete the other runner's anchor", hook.CoreV1().Pods(jobs).Delete(ctx, b, metav1.DeleteOptions{}), "may delete only what it made")
 	forbidden("delete the other runner's workflow pod", hook.CoreV1().Pods(jobs).Delete(ctx, v1alpha1.WorkflowPodName(b), metav1.DeleteOptions{}), "may delete only what it made")
 	if err := exec(v1alpha1.WorkflowPodName(b)); !execRefused(err) || !strings.Contains(err.Error(), "may exec only into its workflow pod") {
