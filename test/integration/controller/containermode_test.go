@@ -586,3 +586,21 @@ func TestHookObjectsGoWhateverEndsTheRunner(t *testing.T) {
 		})
 	}
 }
+
+// A Kubernetes-mode pool whose containerMode.namespace is its own, or does not exist,
+// creates no runner and says why.
+func TestKubernetesModePoolRefusesItsOwnOrAMissingNamespace(t *testing.T) {
+	w, _ := containerModeWorld(t)
+	w.create(w.pool("same").MinIdle(1).KubernetesMode(w.ns).Obj())
+	w.create(w.pool("missing").MinIdle(1).KubernetesMode("no-such-namespace").Obj())
+	for pool, reason := range map[string]string{"same": v1alpha1.ReasonSameNamespace, "missing": v1alpha1.ReasonNamespaceNotFound} {
+		w.eventually("pool "+pool+" not Ready with "+reason, func() (bool, error) {
+			p := w.getPool(pool)
+			c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason, nil
+		})
+		if n := len(w.runners(pool)); n != 0 {
+			t.Errorf("pool %s (%s) created %d runners, want none", pool, reason, n)
+		}
+	}
+}
