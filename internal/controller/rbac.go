@@ -18,8 +18,8 @@
 //     their runners' names).
 //   - Secrets are never cached or listed: a runner's Secret is created, read (get) and
 //     deleted by name, or with other exited runners' (deletecollection, by their
-//     runners' names: the API server lists them itself), and the credentials and webhook Secrets are read by name. A
-//     pool's credentials Secret is patched to add and remove the finalizer that keeps
+//     runners' names: the API server lists them itself), and the credentials and
+//     webhook Secrets are read by name. A pool's credentials Secret is patched to add and remove the finalizer that keeps
 //     it while the pool's runners may need unregistering.
 //   - Events: events.k8s.io for the controllers' events (patch: an event series); core
 //     events for leader election's, and listed (by the pod's name, uncached) once when a
@@ -32,6 +32,13 @@
 //     and that volume's node are read by name (get) to skip a volume pinned to a node
 //     that is gone, NotReady or cordoned; without these rights (a namespaced install)
 //     every volume is taken to be usable.
+//   - Kubernetes mode (spec.containerMode, docs/container-jobs.md): a pool's hook
+//     ServiceAccount and template ConfigMap are written with server-side apply (create,
+//     patch) in the pool's namespace, and a RoleBinding in containerMode.namespace binds
+//     the shipped gantry-container-hook ClusterRole to it (create, patch, delete; bind on
+//     that ClusterRole alone: no escalate, and no exec or log rights of the controller's
+//     own). A runner's hook Secrets, which carry only the hook's runner-pod label, are
+//     deleted with deletecollection by that label when the runner ends.
 package controller
 
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools,verbs=list;watch;patch
@@ -40,6 +47,9 @@ package controller
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools/finalizers;runners/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete;deletecollection;patch
+// +kubebuilder:rbac:groups="",resources=serviceaccounts;configmaps,verbs=create;patch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=gantry-container-hook
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;list
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumes;nodes,verbs=get

@@ -197,6 +197,9 @@ func (r *Reconciler) drain(ctx context.Context, pool *v1alpha1.RunnerPool, runne
 	if err := r.releaseCredentials(ctx, pool); err != nil {
 		return reconcile.Result{}, err
 	}
+	if err := r.removeContainerMode(ctx, pool); err != nil {
+		return reconcile.Result{}, err
+	}
 	r.Failures.Forget(key)
 	runner.ForgetPool(pool.UID)
 	controllerutil.RemoveFinalizer(pool, Finalizer)

@@ -26,6 +26,9 @@ func (r *Reconciler) follow(ctx context.Context, st *state) (reconcile.Result, e
 	pool := st.pool
 	key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}
 	st.configErr, st.unavailable = r.checkConfig(ctx, pool)
+	if st.configErr == nil {
+		st.configErr = r.ensureContainerMode(ctx, pool) // containermode.go
+	}
 	now := r.Clock.Now()
 	st.floor = r.computeWarmFloor(pool, now)
 	if st.configErr == nil {
