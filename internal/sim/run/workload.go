@@ -153,7 +153,7 @@ func replay(ctx context.Context, q jobQueue, wl workload, add func(queuedJob)) e
 		spec := simgithub.JobSpec{
 			Repo: org + "/" + tj.RepoName(), Labels: tj.Labels, Name: tj.Name, Workflow: tj.Workflow, Branch: tj.Branch,
 			Duration:   simgithub.Duration(time.Duration(float64(tj.Duration.Duration()) / speed)),
-			Conclusion: tj.Conclusion,
+			Conclusion: tj.Conclusion, Container: tj.Container, Services: tj.Services,
 		}
 		key := ""
 		if tj.Run != "" {
