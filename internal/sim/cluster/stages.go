@@ -14,6 +14,15 @@ import (
 // terminate the runner container with that exit code: "0" → Succeeded, else Failed.
 const AnnotationExitCode = "sim.gantry.dev/exit-code"
 
+// UnpullableRegistry is the simulated cluster's registry that never answers: a pod
+// with a container image under it (UNPULLABLE/name:tag) stays Pending, that container
+// waiting in ImagePullBackOff, as a kubelet keeps a pod whose image cannot be pulled.
+// (.invalid is a name that never resolves.)
+const UnpullableRegistry = "unpullable.invalid"
+
+// Unpullable reports whether image is one the simulated cluster never pulls.
+func Unpullable(image string) bool { return strings.HasPrefix(image, UnpullableRegistry+"/") }
+
 // runnerExitStage is Gantry's own kwok stage: a Running pod whose agent finished.
 const runnerExitStage = `apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
