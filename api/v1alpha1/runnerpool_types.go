@@ -173,6 +173,7 @@ func (r RecoverySpec) NodeLostTimeoutOrDefault() time.Duration {
 // +kubebuilder:validation:XValidation:rule="(has(self.noDefaultLabels) && self.noDefaultLabels) || !has(self.labels) || size(self.labels) <= 97",message="labels can have at most 97 entries besides the default labels self-hosted, OS and architecture (GitHub takes at most 100 per runner): remove some, or set noDefaultLabels: true"
 // +kubebuilder:validation:XValidation:rule="!has(self.demand) || self.demand.source != 'ScaleSet' || !has(self.registrationMode) || self.registrationMode == 'JIT'",message="registrationMode must be JIT with demand.source: ScaleSet: a scale set's runners register with the scale set's own JIT configurations; remove registrationMode"
 // +kubebuilder:validation:XValidation:rule="!has(self.caches) || self.caches.all(k, !has(k.isolation) || k.isolation != 'Repository') || (self.github.url.matches('^https?://[^/]+/[^/]+/[^/]+/?$') && !self.github.url.matches('^https?://[^/]+/enterprises/'))",message="caches[].isolation: Repository needs a repository-scoped pool (github.url https://github.com/OWNER/REPO): only then can GitHub give its runners no other repository's job; use one pool per repository, or isolation: Shared"
+// +kubebuilder:validation:XValidation:rule="!has(self.containerMode) || !has(self.containerMode.workVolume) || self.containerMode.workVolume.type != 'Cache' || (has(self.caches) && self.caches.exists(k, k.name == self.containerMode.workVolume.cache))",message="containerMode.workVolume.cache must name one of the pool's caches (spec.caches[].name)"
 type RunnerPoolSpec struct {
 	// github says where the runners register and with which credentials.
 	// +required
@@ -246,6 +247,12 @@ type RunnerPoolSpec struct {
 	// +kubebuilder:validation:MaxItems=8
 	// +kubebuilder:validation:XValidation:rule="self.all(k, self.filter(o, o.name == k.name).size() == 1)",message="caches[].name must be unique in the pool: rename one of the caches"
 	Caches []CacheSpec `json:"caches,omitempty"`
+
+	// containerMode lets jobs declare container: and services: without privileged
+	// Docker: Kubernetes runs GitHub's Kubernetes container hooks, with job code fenced
+	// off from every other runner (docs/container-jobs.md).
+	// +optional
+	ContainerMode *ContainerModeSpec `json:"containerMode,omitempty"`
 
 	// template is the pod each runner runs in. Its container named "runner" runs the
 	// GitHub Actions runner agent; Gantry passes it the JIT configuration from a Secret.

@@ -29,6 +29,13 @@
 //     and that volume's node are read by name (get) to skip a volume pinned to a node
 //     that is gone, NotReady or cordoned; without these rights (a namespaced install)
 //     every volume is taken to be usable.
+//   - Kubernetes mode (spec.containerMode, docs/container-jobs.md): a pool's hook
+//     ServiceAccount and template ConfigMap are written with server-side apply (create,
+//     patch) in the pool's namespace, and a RoleBinding in containerMode.namespace binds
+//     the shipped gantry-container-hook ClusterRole to it (create, patch, delete; bind on
+//     that ClusterRole alone: no escalate, and no exec or log rights of the controller's
+//     own). A runner's hook Secrets, which carry only the hook's runner-pod label, are
+//     deleted with deletecollection by that label when the runner ends.
 package controller
 
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools,verbs=list;watch;patch
@@ -36,7 +43,10 @@ package controller
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools/status;runners/status,verbs=patch
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools/finalizers;runners/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete;patch;deletecollection
+// +kubebuilder:rbac:groups="",resources=serviceaccounts;configmaps,verbs=create;patch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=gantry-container-hook
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;list
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumes;nodes,verbs=get

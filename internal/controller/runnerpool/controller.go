@@ -116,6 +116,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	before := pool.DeepCopy()
 	st := &state{pool: pool, runners: runners}
 	st.configErr, st.unavailable = r.checkConfig(ctx, pool)
+	if st.configErr == nil {
+		st.configErr = r.ensureContainerMode(ctx, pool) // containermode.go
+	}
 	st.floor = r.computeWarmFloor(pool, r.Clock.Now())
 	if st.configErr == nil {
 		r.route(pool)
@@ -331,6 +334,9 @@ func (r *Reconciler) drain(ctx context.Context, pool *v1alpha1.RunnerPool, runne
 		return reconcile.Result{}, err
 	}
 	if err := r.releaseCredentials(ctx, pool); err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.removeContainerMode(ctx, pool); err != nil {
 		return reconcile.Result{}, err
 	}
 	r.Failures.Forget(key)

@@ -1,0 +1,305 @@
+package v1alpha1
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ContainerModeType says how a pool's runners run jobs that declare container: or
+// services:.
+// +kubebuilder:validation:Enum=None;Kubernetes
+type ContainerModeType string
+
+const (
+	// ContainerModeNone runs no container hooks: a job with container: or services:
+	// needs a Docker daemon in the pod (the Docker-in-Docker examples).
+	ContainerModeNone ContainerModeType = "None"
+	// ContainerModeKubernetes runs GitHub's Kubernetes container hooks (the no-volume
+	// variant shipped in the official runner image): the runner creates a workflow pod
+	// (the job container and one container per service) in containerMode.namespace and
+	// runs the steps in it, without privileged Docker.
+	ContainerModeKubernetes ContainerModeType = "Kubernetes"
+)
+
+// WorkVolumeType says where the runner's work directory (/home/runner/_work) lives.
+// +kubebuilder:validation:Enum=None;Ephemeral;Cache
+type WorkVolumeType string
+
+const (
+	// WorkVolumeNone keeps the work directory on the runner container's own filesystem.
+	WorkVolumeNone WorkVolumeType = "None"
+	// WorkVolumeEphemeral puts it on a generic ephemeral volume (a PersistentVolumeClaim
+	// made with the pod and deleted with it) of containerMode.workVolume.ephemeral.
+	WorkVolumeEphemeral WorkVolumeType = "Ephemeral"
+	// WorkVolumeCache puts it on a volume of the pool's cache named
+	// containerMode.workVolume.cache: a warm checkout kept between jobs.
+	WorkVolumeCache WorkVolumeType = "Cache"
+)
+
+// Defaults of Kubernetes mode.
+const (
+	// DefaultContainerHookPath is the no-volume Kubernetes hook as the official runner
+	// image (ghcr.io/actions/actions-runner) ships it.
+	DefaultContainerHookPath = "/home/runner/k8s-novolume/index.js"
+	// DefaultWorkVolumeMountPath is the runner's work directory in the official image.
+	DefaultWorkVolumeMountPath = "/home/runner/_work"
+	// DefaultPrepareJobTimeout bounds how long the hook waits for the workflow pod.
+	DefaultPrepareJobTimeout = 5 * time.Minute
+	// WorkflowPodSuffix ends the name of the workflow pod the hook creates for a runner
+	// pod: RUNNER-POD-workflow (the runner pod's name cut to 54 characters first).
+	WorkflowPodSuffix = "-workflow"
+	// LabelHookRunnerPod is the label the hook puts on every pod, Job and Secret it
+	// creates, with the runner pod's name (ACTIONS_RUNNER_POD_NAME) as its value.
+	LabelHookRunnerPod = "runner-pod"
+	// LabelPoolNamespace names the pool's namespace on objects Gantry makes in
+	// containerMode.namespace (workflow pods, through the hook template, and anchors).
+	LabelPoolNamespace = "gantry.dev/pool-namespace"
+	// LabelWorkflowPod marks the objects of Kubernetes mode in containerMode.namespace:
+	// "anchor" on the pod that stands for the runner pod there, "workflow" on the pods
+	// the hook creates (set through the hook template).
+	LabelWorkflowPod = "gantry.dev/container-hook"
+	// ContainerHookAnchor and ContainerHookWorkflow are LabelWorkflowPod's values.
+	ContainerHookAnchor   = "anchor"
+	ContainerHookWorkflow = "workflow"
+)
+
+// ContainerModeSpec says how jobs that declare container: or services: run.
+//
+// In Kubernetes mode the runner runs GitHub's no-volume Kubernetes hook with a
+// ServiceAccount token of the pool's own (<pool>-container-hook, mounted only in this
+// mode and valid one hour). The hook works in containerMode.namespace, never in the pool's
+// namespace: the runners' JIT configurations and the pool's credentials stay where the
+// runner's token can read nothing, and an admission policy lets that token create only
+// the runner's own workflow pod and Secrets (docs/container-jobs.md, docs/security.md).
+// +kubebuilder:validation:XValidation:rule="self.type == 'Kubernetes' || (!has(self.namespace) && !has(self.workVolume) && !has(self.workflowPodTemplate) && !has(self.prepareJobTimeout) && !has(self.requireJobContainer) && !has(self.hookPath) && !has(self.useKubeScheduler))",message="containerMode: namespace, workVolume, workflowPodTemplate, prepareJobTimeout, requireJobContainer, hookPath and useKubeScheduler apply only with type: Kubernetes; set type: Kubernetes or remove them"
+// +kubebuilder:validation:XValidation:rule="self.type != 'Kubernetes' || (has(self.namespace) && size(self.namespace) > 0)",message="containerMode.namespace must name the namespace where workflow pods run when type is Kubernetes, such as ci-jobs: it must not be the pool's namespace, so job code cannot reach the runners' JIT configurations or the pool's credentials"
+type ContainerModeSpec struct {
+	// type is None (the default: no container hooks) or Kubernetes.
+	// +optional
+	// +kubebuilder:default=None
+	Type ContainerModeType `json:"type,omitempty"`
+
+	// namespace is where the hook creates workflow pods and their Secrets. It must exist,
+	// must not be the pool's namespace and should serve this pool alone: every runner of
+	// the pool may read what the hook creates there. Gantry makes the Role and
+	// RoleBinding of the pool's ServiceAccount in it. Give it a Pod Security level
+	// (pod-security.kubernetes.io/enforce: baseline suits most job images).
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="containerMode.namespace must be a namespace name: lower-case letters, digits and dashes, such as ci-jobs"
+	Namespace string `json:"namespace,omitempty"`
+
+	// workVolume is where the runner's work directory lives: None (the container's own
+	// filesystem, the default), Ephemeral (a volume made with the pod) or Cache (a
+	// volume of one of the pool's caches). The workflow pod never mounts it: the
+	// no-volume hook copies the workspace in and out of it through exec.
+	// +optional
+	WorkVolume *WorkVolumeSpec `json:"workVolume,omitempty"`
+
+	// workflowPodTemplate is merged into every workflow pod through the hook's template
+	// (ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE), after Gantry's own defaults.
+	// +optional
+	WorkflowPodTemplate *WorkflowPodTemplate `json:"workflowPodTemplate,omitempty"`
+
+	// prepareJobTimeout is how long the hook waits for the workflow pod to run
+	// (ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS; the hook's own default is 10m). Gantry
+	// ends the runner sooner when the workflow pod cannot start: an invalid image at
+	// once, an image pull failure after recovery.imagePullGracePeriod, an
+	// unschedulable pod after recovery.pendingTimeout. A duration from 10s to 1h;
+	// default 5m.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) >= duration('10s') && duration(self) <= duration('1h')",message="containerMode.prepareJobTimeout must be a duration from 10s to 1h written with units, such as \"5m\" (a bare number such as \"600\" is refused)"
+	PrepareJobTimeout *metav1.Duration `json:"prepareJobTimeout,omitempty"`
+
+	// requireJobContainer refuses jobs without container: (ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER),
+	// so no step runs in the runner container, next to the hook's token. Default true.
+	// +optional
+	RequireJobContainer *bool `json:"requireJobContainer,omitempty"`
+
+	// hookPath is the hook's script in the runner image (ACTIONS_RUNNER_CONTAINER_HOOKS).
+	// Default: /home/runner/k8s-novolume/index.js, where the official image ships the
+	// no-volume variant. The volume variant (/home/runner/k8s/index.js) cannot work:
+	// its workflow pod mounts the runner's claim, which is in another namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="containerMode.hookPath must be an absolute path in the runner image, such as /home/runner/k8s-novolume/index.js"
+	HookPath string `json:"hookPath,omitempty"`
+
+	// useKubeScheduler lets the scheduler place the workflow pod, on the runner's node
+	// (ACTIONS_RUNNER_USE_KUBE_SCHEDULER), instead of the hook setting nodeName, which
+	// skips the scheduler's resource checks. Default false, as in the hook.
+	// +optional
+	UseKubeScheduler bool `json:"useKubeScheduler,omitempty"`
+}
+
+// WorkVolumeSpec is where the runner's work directory lives.
+// +kubebuilder:validation:XValidation:rule="self.type != 'Ephemeral' || has(self.ephemeral)",message="containerMode.workVolume.ephemeral must be set with type: Ephemeral, such as {size: 20Gi}"
+// +kubebuilder:validation:XValidation:rule="self.type == 'Ephemeral' || !has(self.ephemeral)",message="containerMode.workVolume.ephemeral applies only with type: Ephemeral; remove it or set type: Ephemeral"
+// +kubebuilder:validation:XValidation:rule="self.type != 'Cache' || (has(self.cache) && size(self.cache) > 0)",message="containerMode.workVolume.cache must name one of the pool's caches with type: Cache"
+// +kubebuilder:validation:XValidation:rule="self.type == 'Cache' || !has(self.cache)",message="containerMode.workVolume.cache applies only with type: Cache; remove it or set type: Cache"
+type WorkVolumeSpec struct {
+	// type is None, Ephemeral or Cache.
+	// +required
+	Type WorkVolumeType `json:"type"`
+
+	// ephemeral is the volume made with each runner pod (type Ephemeral).
+	// +optional
+	Ephemeral *EphemeralWorkVolume `json:"ephemeral,omitempty"`
+
+	// cache names the entry of spec.caches whose volume holds the work directory
+	// (type Cache). The runner container mounts it at mountPath; the template must not
+	// mount it itself.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Cache string `json:"cache,omitempty"`
+
+	// mountPath is the runner's work directory. Default /home/runner/_work.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="containerMode.workVolume.mountPath must be an absolute path, such as /home/runner/_work"
+	MountPath string `json:"mountPath,omitempty"`
+}
+
+// EphemeralWorkVolume is a generic ephemeral volume for the runner's work directory.
+type EphemeralWorkVolume struct {
+	// storageClassName is the StorageClass of the volume; unset: the cluster's default.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	StorageClassName *string `json:"storageClassName,omitempty"`
+	// size of the volume, such as 20Gi.
+	// +required
+	Size resource.Quantity `json:"size"`
+}
+
+// WorkflowPodTemplate is what Gantry merges into each workflow pod, through the hook's
+// template file: labels and annotations, placement, security and the job container's
+// resources. The hook adds the containers, volumes, name and runner-pod label itself.
+type WorkflowPodTemplate struct {
+	// labels added to the workflow pod, besides Gantry's own (app.kubernetes.io/managed-by,
+	// gantry.dev/pool, gantry.dev/pool-namespace, gantry.dev/runner, gantry.dev/container-hook),
+	// which it may not set.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// annotations added to the workflow pod.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// nodeSelector of the workflow pod (with useKubeScheduler).
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// tolerations of the workflow pod: it runs on the runner's node, so tolerate that
+	// node's taints.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// securityContext of the workflow pod. Unset: seccompProfile RuntimeDefault.
+	// Privileged containers, host namespaces and hostPath volumes are refused whatever
+	// this says (the admission policy of docs/security.md).
+	// +optional
+	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
+	// jobContainerSecurityContext is the job container's securityContext. Unset:
+	// allowPrivilegeEscalation false.
+	// +optional
+	JobContainerSecurityContext *corev1.SecurityContext `json:"jobContainerSecurityContext,omitempty"`
+	// resources of the job container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// priorityClassName of the workflow pod.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// runtimeClassName of the workflow pod, such as gvisor.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
+}
+
+// IsKubernetes reports whether the pool runs the Kubernetes container hooks.
+func (c *ContainerModeSpec) IsKubernetes() bool {
+	return c != nil && c.Type == ContainerModeKubernetes
+}
+
+// PrepareJobTimeoutOrDefault returns prepareJobTimeout, or its default when unset.
+func (c *ContainerModeSpec) PrepareJobTimeoutOrDefault() time.Duration {
+	return durationOr(c.PrepareJobTimeout, DefaultPrepareJobTimeout)
+}
+
+// RequireJobContainerOrDefault returns requireJobContainer, true when unset.
+func (c *ContainerModeSpec) RequireJobContainerOrDefault() bool {
+	return c.RequireJobContainer == nil || *c.RequireJobContainer
+}
+
+// HookPathOrDefault returns hookPath, or the official image's no-volume hook.
+func (c *ContainerModeSpec) HookPathOrDefault() string {
+	if c.HookPath == "" {
+		return DefaultContainerHookPath
+	}
+	return c.HookPath
+}
+
+// MountPathOrDefault returns mountPath, or the official image's work directory.
+func (w *WorkVolumeSpec) MountPathOrDefault() string {
+	if w == nil || w.MountPath == "" {
+		return DefaultWorkVolumeMountPath
+	}
+	return w.MountPath
+}
+
+// WorkflowPodName is the name the hook gives the workflow pod of a runner pod.
+func WorkflowPodName(runnerPod string) string {
+	const maxName = 63
+	if len(runnerPod) > maxName-len(WorkflowPodSuffix) {
+		runnerPod = runnerPod[:maxName-len(WorkflowPodSuffix)]
+	}
+	return runnerPod + WorkflowPodSuffix
+}
+
+// ContainerHookServiceAccountName is the ServiceAccount (and Role, RoleBinding) of a
+// Kubernetes-mode pool's runners. The admission policy recognises the hook's identity
+// by this suffix.
+func ContainerHookServiceAccountName(pool string) string {
+	return pool + ContainerHookSuffix
+}
+
+// ContainerHookSuffix ends the names of a pool's ServiceAccount, Role, RoleBinding and
+// template ConfigMap of Kubernetes mode.
+const ContainerHookSuffix = "-container-hook"
+
+// Conditions and reasons of Kubernetes mode.
+const (
+	// ConditionWorkflowPodReady (Runner, Kubernetes mode) is False while the runner's
+	// workflow pod cannot start, with the reason and the image or the scheduler's message;
+	// True once it runs. Absent while the runner has no workflow pod.
+	ConditionWorkflowPodReady = "WorkflowPodReady"
+
+	// ReasonWorkflowPodRunning: the workflow pod runs.
+	ReasonWorkflowPodRunning = "WorkflowPodRunning"
+	// ReasonWorkflowPodInvalidImage: the job or a service image name is invalid; the
+	// runner is ended at once, which fails the job on GitHub.
+	ReasonWorkflowPodInvalidImage = "WorkflowPodInvalidImage"
+	// ReasonWorkflowPodImagePullFailed: the job or a service image could not be pulled for
+	// longer than recovery.imagePullGracePeriod; the runner is ended, failing the job.
+	ReasonWorkflowPodImagePullFailed = "WorkflowPodImagePullFailed"
+	// ReasonWorkflowPodUnschedulable: the scheduler could not place the workflow pod for
+	// longer than recovery.pendingTimeout; the runner is ended, failing the job.
+	ReasonWorkflowPodUnschedulable = "WorkflowPodUnschedulable"
+	// ReasonWorkflowPodPending: the workflow pod is starting.
+	ReasonWorkflowPodPending = "WorkflowPodPending"
+
+	// The pool reasons below are those of its Ready (False) and Degraded (True)
+	// conditions: the pool creates no runner until they are fixed.
+
+	// ReasonContainerModeFailed: the pool's hook ServiceAccount, template ConfigMap or
+	// RoleBinding could not be written; the message says why (often the controller's
+	// rights: it needs bind on the gantry-container-hook ClusterRole).
+	ReasonContainerModeFailed = "ContainerModeFailed"
+	// ReasonNamespaceNotFound: containerMode.namespace does not exist; create it.
+	ReasonNamespaceNotFound = "NamespaceNotFound"
+	// ReasonSameNamespace: containerMode.namespace is the pool's own namespace, where the
+	// hook's token could read every runner's JIT configuration; the pool creates no runner.
+	ReasonSameNamespace = "SameNamespace"
+)

@@ -1,0 +1,204 @@
+package runnerpool
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/controller/runner"
+)
+
+// ContainerHookClusterRole is the ClusterRole holding exactly the verbs GitHub's
+// no-volume Kubernetes hook checks with SelfSubjectAccessReview before every command
+// (actions/runner-container-hooks, packages/k8s-novolume). It is installed with Gantry
+// (config/rbac/container_hook_role.yaml, the chart); the controller only binds it, in
+// containerMode.namespace, to a pool's ServiceAccount: `bind` on this one ClusterRole
+// is all the controller needs, no `escalate` and no exec of its own.
+const ContainerHookClusterRole = "gantry-container-hook"
+
+// ContainerHookRules are ContainerHookClusterRole's rules, as shipped.
+var ContainerHookRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "create", "delete"}},
+	{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"get", "create"}},
+	{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "delete"}},
+}
+
+// fieldManager names Gantry's server-side applies.
+const fieldManager = "gantry"
+
+// containerModeApplied remembers, per pool UID, the generation whose hook identity and
+// template this process applied: a pool is reconciled at every runner change, and the
+// objects change only with the spec.
+var containerModeApplied sync.Map
+
+// ensureContainerMode gives a Kubernetes-mode pool what its runners' hook needs, before
+// any runner pod asks for it: in the pool's namespace the ServiceAccount and the
+// ConfigMap with the workflow-pod template (both owned by the pool, so they go with
+// it), and in containerMode.namespace a RoleBinding of ContainerHookClusterRole to that
+// ServiceAccount (another namespace: it cannot be owned by the pool; drain removes
+// it). Applied with server-side apply once per pool generation. A containerMode.namespace
+// that is the pool's own, or that does not exist, is a *controller.ConfigError: the
+// pool is not Ready and creates no runner. Pools in other modes: nothing.
+func (r *Reconciler) ensureContainerMode(ctx context.Context, pool *v1alpha1.RunnerPool) error {
+	cm := pool.Spec.ContainerMode
+	if !cm.IsKubernetes() {
+		return nil
+	}
+	if cm.Namespace == pool.Namespace {
+		return &controller.ConfigError{Reason: v1alpha1.ReasonSameNamespace, Message: fmt.Sprintf(
+			"containerMode.namespace is the pool's own namespace %q: the hook's token may read every Secret where it works, "+
+				"so the runners' JIT configurations and the pool's credentials would be within job code's reach; "+
+				"name a namespace of its own, such as %s-jobs", pool.Namespace, pool.Namespace)}
+	}
+	if v, ok := containerModeApplied.Load(pool.UID); ok && v.(int64) == pool.Generation && pool.Generation != 0 {
+		return nil
+	}
+	log.FromContext(ctx).V(1).Info("Applying the container hook's identity and template", "namespace", cm.Namespace)
+	binding := hookRoleBinding(pool)
+	if err := r.Client.Patch(ctx, binding, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+		if apierrors.IsNotFound(err) {
+			return &controller.ConfigError{Reason: v1alpha1.ReasonNamespaceNotFound, Message: fmt.Sprintf(
+				"containerMode.namespace %q does not exist: create it (with a Pod Security level, such as "+
+					"pod-security.kubernetes.io/enforce: baseline) for the pool's workflow pods", cm.Namespace)}
+		}
+		return &controller.ConfigError{Reason: v1alpha1.ReasonContainerModeFailed, Message: "binding the container hook's role in " + cm.Namespace + ": " + err.Error()}
+	}
+	for _, obj := range []client.Object{hookServiceAccount(pool), hookTemplateConfigMap(pool)} {
+		if err := controllerutil.SetControllerReference(pool, obj, r.Client.Scheme()); err != nil {
+			return err
+		}
+		if err := r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+			return &controller.ConfigError{Reason: v1alpha1.ReasonContainerModeFailed, Message: "applying the container hook's " +
+				strings.ToLower(obj.GetObjectKind().GroupVersionKind().Kind) + ": " + err.Error()}
+		}
+	}
+	containerModeApplied.Store(pool.UID, pool.Generation)
+	return nil
+}
+
+// removeContainerMode deletes the RoleBindings of the pool's hook identity, wherever
+// the pool's containerMode.namespace pointed (found by label), as the pool goes. The
+// ServiceAccount and ConfigMap go with the pool (owner references).
+func (r *Reconciler) removeContainerMode(ctx context.Context, pool *v1alpha1.RunnerPool) error {
+	containerModeApplied.Delete(pool.UID)
+	if !pool.Spec.ContainerMode.IsKubernetes() {
+		return nil
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: pool.Spec.ContainerMode.Namespace, Name: HookRoleBindingName(pool)}}
+	if err := r.Client.Delete(ctx, binding); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting the container hook's role binding: %w", err)
+	}
+	return nil
+}
+
+// HookRoleBindingName is the RoleBinding of a pool's hook identity in
+// containerMode.namespace: it names the pool's namespace too, as pools of several
+// namespaces may send workflow pods to one namespace.
+func HookRoleBindingName(pool *v1alpha1.RunnerPool) string {
+	return "gantry-container-hook." + pool.Namespace + "." + pool.Name
+}
+
+func hookLabels(pool *v1alpha1.RunnerPool) map[string]string {
+	return map[string]string{
+		v1alpha1.LabelManagedBy:     v1alpha1.ManagedByValue,
+		v1alpha1.LabelPool:          pool.Name,
+		v1alpha1.LabelPoolNamespace: pool.Namespace,
+	}
+}
+
+func hookServiceAccount(pool *v1alpha1.RunnerPool) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pool.Namespace, Name: v1alpha1.ContainerHookServiceAccountName(pool.Name),
+			Labels: hookLabels(pool)},
+		// The runner pod mounts a projected token of its own; nothing else gets one.
+		AutomountServiceAccountToken: ptr.To(false),
+	}
+}
+
+func hookRoleBinding(pool *v1alpha1.RunnerPool) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pool.Spec.ContainerMode.Namespace, Name: HookRoleBindingName(pool),
+			Labels: hookLabels(pool)},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ContainerHookClusterRole},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: pool.Namespace,
+			Name: v1alpha1.ContainerHookServiceAccountName(pool.Name)}},
+	}
+}
+
+func hookTemplateConfigMap(pool *v1alpha1.RunnerPool) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pool.Namespace, Name: v1alpha1.ContainerHookServiceAccountName(pool.Name),
+			Labels: hookLabels(pool)},
+		Data: map[string]string{runner.HookTemplateKey: string(WorkflowPodTemplateYAML(pool))},
+	}
+}
+
+// WorkflowPodTemplateYAML is the hook template (ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE)
+// of a Kubernetes-mode pool: a PodTemplateSpec the hook merges into each workflow pod.
+// Gantry's part, which the pool's workflowPodTemplate cannot take away:
+//   - the labels the controller's pod cache and the runner NetworkPolicy select
+//     (app.kubernetes.io/managed-by: gantry, gantry.dev/runner, empty: the hook knows the
+//     runner, by its runner-pod label), the pool and its namespace, and
+//     gantry.dev/container-hook: workflow;
+//   - the runner pod's security defaults: no ServiceAccount token, no Service
+//     variables, seccomp RuntimeDefault and, for the job container, no privilege
+//     escalation, unless the pool's template sets a securityContext.
+func WorkflowPodTemplateYAML(pool *v1alpha1.RunnerPool) []byte {
+	t := pool.Spec.ContainerMode.WorkflowPodTemplate
+	if t == nil {
+		t = &v1alpha1.WorkflowPodTemplate{}
+	}
+	labels := map[string]string{}
+	for k, v := range t.Labels {
+		labels[k] = v
+	}
+	for k, v := range hookLabels(pool) {
+		labels[k] = v
+	}
+	labels[v1alpha1.LabelRunner] = ""
+	labels[v1alpha1.LabelWorkflowPod] = v1alpha1.ContainerHookWorkflow
+	spec := corev1.PodSpec{
+		AutomountServiceAccountToken: ptr.To(false),
+		EnableServiceLinks:           ptr.To(false),
+		NodeSelector:                 t.NodeSelector,
+		Tolerations:                  t.Tolerations,
+		SecurityContext:              t.SecurityContext,
+		PriorityClassName:            t.PriorityClassName,
+		RuntimeClassName:             t.RuntimeClassName,
+	}
+	if spec.SecurityContext == nil {
+		spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	}
+	job := corev1.Container{Name: "$job", SecurityContext: t.JobContainerSecurityContext}
+	if job.SecurityContext == nil {
+		job.SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false)}
+	}
+	if t.Resources != nil {
+		job.Resources = *t.Resources
+	}
+	spec.Containers = []corev1.Container{job}
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: t.Annotations}, Spec: spec}
+	out, err := yaml.Marshal(tmpl)
+	if err != nil {
+		// A PodTemplateSpec always marshals.
+		panic(err)
+	}
+	return out
+}
