@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -36,20 +37,31 @@ type HookPermission struct {
 	Subresource string
 }
 
-// HookPermissions are the accesses the official Kubernetes hook checks with
-// SelfSubjectAccessReview before every command (runner-container-hooks packages/k8s,
-// requiredPermissions) — and so the verbs a runner's Role must grant for a container
-// job to run. The simulated hook checks exactly these, in this order; it then uses
-// pods get/list/create/delete, pods/exec create (asked per step by
-// SelfSubjectAccessReview: kwok has no kubelet to exec into) and secrets
-// create/list/delete.
+// HookPermissions are the accesses the official Kubernetes hook of the latest release
+// — the no-volume hook, which the official runner image ships as
+// /home/runner/k8s-novolume — checks with SelfSubjectAccessReview before every command
+// (runner-container-hooks packages/k8s, requiredPermissions), and so the verbs a
+// runner's Role must grant for a container job to run. The simulated hook checks
+// exactly these, in this order; it then uses pods create/list/delete (get to wait),
+// pods/exec create (asked per exec by SelfSubjectAccessReview: kwok has no kubelet to
+// exec into) and secrets create/list/delete.
 var HookPermissions = []HookPermission{
 	{"get", "", "pods", ""}, {"list", "", "pods", ""}, {"create", "", "pods", ""}, {"delete", "", "pods", ""},
 	{"get", "", "pods", "exec"}, {"create", "", "pods", "exec"},
 	{"get", "", "pods", "log"}, {"list", "", "pods", "log"}, {"watch", "", "pods", "log"},
-	{"get", "batch", "jobs", ""}, {"list", "batch", "jobs", ""}, {"create", "batch", "jobs", ""}, {"delete", "batch", "jobs", ""},
 	{"create", "", "secrets", ""}, {"delete", "", "secrets", ""}, {"get", "", "secrets", ""}, {"list", "", "secrets", ""},
 }
+
+// VolumeHookPermissions are those of the older hook with the shared work volume (the
+// image's /home/runner/k8s), which runs container steps as batch Jobs: HookPermissions
+// and jobs get/list/create/delete.
+var VolumeHookPermissions = slices.Concat(HookPermissions[:9], []HookPermission{
+	{"get", "batch", "jobs", ""}, {"list", "batch", "jobs", ""}, {"create", "batch", "jobs", ""}, {"delete", "batch", "jobs", ""},
+}, HookPermissions[9:])
+
+// DefaultRunnerImage is the image of the no-volume hook's fs-init container when
+// ACTIONS_RUNNER_IMAGE is unset.
+const DefaultRunnerImage = "ghcr.io/actions/actions-runner:latest"
 
 // Names the hook gives what it creates.
 const (
@@ -175,10 +187,11 @@ func (c *countWrites) RoundTrip(r *http.Request) (*http.Response, error) {
 // SelfSubjectAccessReview per HookPermission, all at once; any refused fails the
 // command with the hook's message.
 func (h *hook) checkPermissions(ctx context.Context) error {
-	allowed := make([]bool, len(HookPermissions))
-	errs := make([]error, len(HookPermissions))
+	perms := h.permissions()
+	allowed := make([]bool, len(perms))
+	errs := make([]error, len(perms))
 	var wg sync.WaitGroup
-	for i, perm := range HookPermissions {
+	for i, perm := range perms {
 		wg.Go(func() {
 			allowed[i], errs[i] = h.can(ctx, perm, "")
 		})
@@ -189,11 +202,25 @@ func (h *hook) checkPermissions(ctx context.Context) error {
 	}
 	for _, ok := range allowed {
 		if !ok {
-			b, _ := json.Marshal(HookPermissions)
+			b, _ := json.Marshal(perms)
 			return hookFailed("The Service account needs the following permissions %s on the pod resource in the '%s' namespace. Please contact your self hosted runner administrator.", b, h.env.namespace)
 		}
 	}
 	return nil
+}
+
+// permissions are the variant's HookPermissions or VolumeHookPermissions.
+func (h *hook) permissions() []HookPermission {
+	if h.env.noVolume {
+		return HookPermissions
+	}
+	return VolumeHookPermissions
+}
+
+// exec stands for one exec into the workflow pod's job container: kwok has no kubelet
+// to exec into, so the hook asks the API server whether it may.
+func (h *hook) exec(ctx context.Context, pod string) (bool, error) {
+	return h.can(ctx, HookPermission{Verb: "create", Resource: "pods", Subresource: "exec"}, pod)
 }
 
 // can asks the API server whether the runner may do perm (on the object name, if set).
@@ -240,9 +267,10 @@ func (h *hook) pruneSecrets(ctx context.Context) error {
 }
 
 // prepareJob is the hook's prepare_job: prune what a previous job left, read the
-// template, find the runner's node, create the workflow pod (the job container and one
-// container per service) and wait until it runs, then exec into it once (the alpine
-// check). It returns the workflow pod's name.
+// template, create the workflow pod (the job container and one container per service)
+// and wait until it runs, then exec into it: the no-volume hook copies the workspace
+// in, and both check whether the job image is alpine. It returns the workflow pod's
+// name.
 func (h *hook) prepareJob(ctx context.Context, j *runnerapi.Job) (string, error) {
 	if err := h.checkPermissions(ctx); err != nil {
 		return "", err
@@ -272,32 +300,36 @@ func (h *hook) prepareJob(ctx context.Context, j *runnerapi.Job) (string, error)
 		}
 		return "", err
 	}
-	// isPodContainerAlpine execs into the job container; a failed exec only means
-	// "not alpine".
-	if _, err := h.can(ctx, HookPermission{Verb: "create", Resource: "pods", Subresource: "exec"}, created.Name); err != nil {
+	if h.env.noVolume {
+		// execCpToPod: the workspace, by tar through exec.
+		if ok, err := h.exec(ctx, created.Name); err != nil || !ok {
+			return "", hookFailed("failed to copy the workspace into pod %s: exec refused (%v)", created.Name, err)
+		}
+	}
+	// isPodContainerAlpine: a failed exec only means "not alpine".
+	if _, err := h.exec(ctx, created.Name); err != nil {
 		return "", hookFailed("failed to determine if the pod is alpine: %v", err)
 	}
 	return created.Name, nil
 }
 
-// workflowPod builds the workflow pod as the hook does, with the template merged.
+// workflowPod builds the workflow pod as the hook does, with the template merged. The
+// volume hook reads its own runner pod to place the workflow pod on the runner's node
+// (nodeName, or node affinity with ACTIONS_RUNNER_USE_KUBE_SCHEDULER) and mounts the
+// runner's work claim; the no-volume hook leaves placement to the scheduler and gives
+// the pod emptyDir volumes that an fs-init container fills.
 func (h *hook) workflowPod(ctx context.Context, j *runnerapi.Job, template []byte) (*corev1.Pod, error) {
-	self, err := h.kube.CoreV1().Pods(h.env.namespace).Get(ctx, h.env.podName, metav1.GetOptions{})
-	if err != nil {
-		return nil, hookFailed("reading the runner pod %s: %s", h.env.podName, apiMessage(err))
-	}
-	node := self.Spec.NodeName
-	if node == "" {
-		return nil, hookFailed("Failed to determine node name")
-	}
 	ciEnv := []corev1.EnvVar{{Name: "GITHUB_ACTIONS", Value: "true"}, {Name: "CI", Value: "true"}}
-	work := corev1.VolumeMount{Name: "work", MountPath: "/__w"}
-	job := corev1.Container{Name: JobContainerName, Image: j.Container, Command: []string{"tail"}, Args: []string{"-f", "/dev/null"},
-		Env: ciEnv, VolumeMounts: []corev1.VolumeMount{work,
-			{Name: "work", MountPath: "/__e", SubPath: "externals"},
-			{Name: "work", MountPath: "/github/home", SubPath: "_temp/_github_home"},
-			{Name: "work", MountPath: "/github/workflow", SubPath: "_temp/_github_workflow"}}}
-	containers := []corev1.Container{job}
+	vol := "work"
+	jobMounts := []corev1.VolumeMount{{Name: vol, MountPath: "/__w"}, {Name: vol, MountPath: "/__e", SubPath: "externals"},
+		{Name: vol, MountPath: "/github/home", SubPath: "_temp/_github_home"}, {Name: vol, MountPath: "/github/workflow", SubPath: "_temp/_github_workflow"}}
+	serviceMounts := []corev1.VolumeMount{{Name: vol, MountPath: "/__w"}}
+	if h.env.noVolume {
+		jobMounts = []corev1.VolumeMount{{Name: "externals", MountPath: "/__e"}, {Name: "github", MountPath: "/github"}}
+		serviceMounts = nil
+	}
+	containers := []corev1.Container{{Name: JobContainerName, Image: j.Container, Command: []string{"tail"}, Args: []string{"-f", "/dev/null"},
+		Env: ciEnv, VolumeMounts: jobMounts}}
 	names := make([]string, 0, len(j.Services))
 	for n := range j.Services {
 		names = append(names, n)
@@ -305,30 +337,46 @@ func (h *hook) workflowPod(ctx context.Context, j *runnerapi.Job, template []byt
 	sort.Strings(names)
 	for _, n := range names {
 		image := j.Services[n]
-		containers = append(containers, corev1.Container{Name: serviceContainerName(image), Image: image, Env: ciEnv,
-			VolumeMounts: []corev1.VolumeMount{work}})
+		containers = append(containers, corev1.Container{Name: serviceContainerName(image), Image: image, Env: ciEnv, VolumeMounts: serviceMounts})
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: WorkflowPodName(h.env.podName), Namespace: h.env.namespace,
 			Labels: map[string]string{LabelRunnerPod: h.env.podName}, Annotations: map[string]string{}},
 		Spec: corev1.PodSpec{Containers: containers, RestartPolicy: corev1.RestartPolicyNever},
 	}
-	if h.env.useKubeScheduler {
-		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}}
-	} else {
-		pod.Spec.NodeName = node
-	}
 	if h.env.noVolume {
-		// The k8s-novolume hook copies the work files into the pod by exec.
-		pod.Spec.Volumes = []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		image := h.env.runnerImage
+		if image == "" {
+			image = DefaultRunnerImage
+		}
+		pod.Spec.InitContainers = []corev1.Container{{Name: "fs-init", Image: image,
+			Command:         []string{"sh", "-c", "sudo mv /home/runner/externals/* /mnt/externals"},
+			SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](1001), RunAsGroup: ptr.To[int64](1001)},
+			VolumeMounts:    []corev1.VolumeMount{{Name: "externals", MountPath: "/mnt/externals"}}}}
+		pod.Spec.Volumes = []corev1.Volume{
+			{Name: "externals", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: "github", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	} else {
+		self, err := h.kube.CoreV1().Pods(h.env.namespace).Get(ctx, h.env.podName, metav1.GetOptions{})
+		if err != nil {
+			return nil, hookFailed("reading the runner pod %s: %s", h.env.podName, apiMessage(err))
+		}
+		node := self.Spec.NodeName
+		if node == "" {
+			return nil, hookFailed("Failed to determine node name")
+		}
+		if h.env.useKubeScheduler {
+			pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}}
+		} else {
+			pod.Spec.NodeName = node
+		}
 		claim := h.env.claimName
 		if claim == "" {
 			claim = h.env.podName + "-work"
 		}
-		pod.Spec.Volumes = []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{
+		pod.Spec.Volumes = []corev1.Volume{{Name: vol, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}
 	}
 	if len(template) > 0 {
@@ -520,12 +568,19 @@ func (h *hook) runScriptStep(ctx context.Context, workflowPod string) error {
 	if _, err := h.kube.CoreV1().Secrets(h.env.namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		return hookFailed("failed to create the step's env secret: %s", apiMessage(err))
 	}
-	ok, err := h.can(ctx, HookPermission{Verb: "create", Resource: "pods", Subresource: "exec"}, workflowPod)
-	if err != nil {
-		return hookFailed("failed to run script step: %v", err)
+	// The step's exec; the no-volume hook then copies the workspace back out.
+	execs := 1
+	if h.env.noVolume {
+		execs = 2
 	}
-	if !ok {
-		return hookFailed(`failed to run script step: pods "%s" is forbidden: cannot create resource "pods/exec" in the namespace %q`, workflowPod, h.env.namespace)
+	for range execs {
+		ok, err := h.exec(ctx, workflowPod)
+		if err != nil {
+			return hookFailed("failed to run script step: %v", err)
+		}
+		if !ok {
+			return hookFailed(`failed to run script step: pods "%s" is forbidden: cannot create resource "pods/exec" in the namespace %q`, workflowPod, h.env.namespace)
+		}
 	}
 	return nil
 }

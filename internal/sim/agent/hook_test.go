@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -22,9 +23,11 @@ import (
 
 // hookRules are the Role rules that grant HookPermissions, minus the verbs in drop
 // ("verb resource[/subresource]").
-func hookRules(drop ...string) []rbacv1.PolicyRule {
+func hookRules(drop ...string) []rbacv1.PolicyRule { return rulesOf(HookPermissions, drop...) }
+
+func rulesOf(perms []HookPermission, drop ...string) []rbacv1.PolicyRule {
 	var rules []rbacv1.PolicyRule
-	for _, p := range HookPermissions {
+	for _, p := range perms {
 		res := p.Resource
 		if p.Subresource != "" {
 			res += "/" + p.Subresource
@@ -60,15 +63,19 @@ func (w *world) hookIdentity(name string, rules []rbacv1.PolicyRule) {
 	}
 }
 
-// hooked configures a runner pod for the Kubernetes hook, as the official runner image
-// is configured: the hook script, the pod's name from the downward API, the pod's
-// ServiceAccount sa, and extra literal variables.
+// hooked configures a runner pod for the no-volume Kubernetes hook, as the official
+// runner image is configured: the hook script, the pod's name from the downward API,
+// the pod's ServiceAccount sa, and extra literal variables.
 func hooked(sa string, extra ...corev1.EnvVar) func(*corev1.Pod) {
+	return hookedWith("/home/runner/k8s-novolume/index.js", sa, extra...)
+}
+
+func hookedWith(script, sa string, extra ...corev1.EnvVar) func(*corev1.Pod) {
 	return func(p *corev1.Pod) {
 		p.Spec.ServiceAccountName = sa
 		c := &p.Spec.Containers[0]
 		c.Env = append(c.Env,
-			corev1.EnvVar{Name: EnvContainerHooks, Value: "/home/runner/k8s/index.js"},
+			corev1.EnvVar{Name: EnvContainerHooks, Value: script},
 			corev1.EnvVar{Name: EnvPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
 		c.Env = append(c.Env, extra...)
 	}
@@ -226,24 +233,27 @@ spec:
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("workflow pod containers (-want +got):\n%s", diff)
 	}
-	if wp.Labels[LabelRunnerPod] != "r1" || wp.Labels["team"] != "ci" || wp.Spec.NodeName != "node-a" ||
+	// The no-volume hook leaves placement to the scheduler.
+	if wp.Labels[LabelRunnerPod] != "r1" || wp.Labels["team"] != "ci" || wp.Spec.NodeName != "" ||
 		wp.Spec.NodeSelector["disk"] != "ssd" || wp.Spec.RestartPolicy != corev1.RestartPolicyNever {
-		t.Errorf("workflow pod labels %v, node %q, nodeSelector %v, restartPolicy %q: want runner-pod=r1 and team=ci, node-a, disk=ssd, Never",
+		t.Errorf("workflow pod labels %v, node %q, nodeSelector %v, restartPolicy %q: want runner-pod=r1 and team=ci, no node, disk=ssd, Never",
 			wp.Labels, wp.Spec.NodeName, wp.Spec.NodeSelector, wp.Spec.RestartPolicy)
 	}
-	// The first volume is the hook's; admission adds the token of the pod's
-	// ServiceAccount after it.
-	if v := wp.Spec.Volumes; len(v) == 0 || v[0].PersistentVolumeClaim == nil || v[0].PersistentVolumeClaim.ClaimName != "r1-work" {
-		t.Errorf("workflow pod volumes %+v: want the work claim r1-work", v)
+	if ic := wp.Spec.InitContainers; len(ic) != 1 || ic[0].Name != "fs-init" || ic[0].Image != DefaultRunnerImage {
+		t.Errorf("workflow pod init containers %+v: want fs-init of %s", ic, DefaultRunnerImage)
+	}
+	// The hook's volumes first; admission adds the token of the pod's ServiceAccount.
+	if v := wp.Spec.Volumes; len(v) < 2 || v[0].Name != "externals" || v[0].EmptyDir == nil || v[1].Name != "github" || v[1].EmptyDir == nil {
+		t.Errorf("workflow pod volumes %+v: want the emptyDirs externals and github", v)
 	}
 	// Made by the runner's ServiceAccount: admission gave the pod that identity's
 	// namespace defaults, and only the Role let it.
 	eventually(t, "the runner to report the job", func() bool { return completed(a, "r1") != nil })
 	e := completed(a, "r1")
-	// prepare_job: 17 reviews, the pod, the exec; the step: 17, its Secret, the exec;
-	// cleanup_job: 17, the pod and the Secret deleted.
-	if !e.Hooked || e.Writes != 57 || e.Cause != "" {
-		t.Errorf("completion %+v: want hooked, 57 writes, no failure", e)
+	// prepare_job: 13 reviews, the pod, 2 execs (copy in, alpine); the step: 13, its
+	// Secret, 2 execs (the step, copy out); cleanup_job: 13, the pod and the Secret.
+	if !e.Hooked || e.Writes != 47 || e.Cause != "" {
+		t.Errorf("completion %+v: want hooked, 47 writes, no failure", e)
 	}
 	pods, secrets := w.leftovers()
 	if len(pods)+len(secrets) != 0 {
@@ -260,6 +270,50 @@ spec:
 	}
 	if errs := a.Errors(); len(errs) != 0 {
 		t.Errorf("agent errors: %v", errs)
+	}
+}
+
+// The older volume hook (/home/runner/k8s) reads its runner pod and places the
+// workflow pod on the runner's node, mounting the runner's work claim, and needs batch
+// Jobs too; with ACTIONS_RUNNER_USE_KUBE_SCHEDULER it places it by node affinity.
+func TestVolumeHookPlacesTheWorkflowPodOnTheRunnersNode(t *testing.T) {
+	for _, scheduler := range []bool{false, true} {
+		t.Run(fmt.Sprintf("kube scheduler %v", scheduler), func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, 0)
+			w.hookIdentity("runner-sa", rulesOf(VolumeHookPermissions))
+			k := w.kubelet()
+			a := w.start(Options{})
+			job := w.queue(simgithub.JobSpec{Container: "node:22"})
+			var env []corev1.EnvVar
+			if scheduler {
+				env = append(env, corev1.EnvVar{Name: EnvUseKubeScheduler, Value: "true"})
+			}
+			w.runnerPod("r1", "node-a", hookedWith("/home/runner/k8s/index.js", "runner-sa", env...))
+			eventually(t, "the runner to report the job", func() bool { return completed(a, "r1") != nil })
+			if j, _ := w.sim.Job(job.ID); j.Conclusion != simgithub.ConclusionSuccess {
+				t.Fatalf("job concluded %q with %+v, want success", j.Conclusion, completed(a, "r1"))
+			}
+			wp, _ := k.pod("r1-workflow")
+			node := wp.Spec.NodeName
+			if aff := wp.Spec.Affinity; aff != nil && aff.NodeAffinity != nil {
+				node = aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values[0]
+				if !scheduler || wp.Spec.NodeName != "" {
+					t.Errorf("node affinity %+v and nodeName %q without the scheduler setting", aff, wp.Spec.NodeName)
+				}
+			}
+			if node != "node-a" {
+				t.Errorf("workflow pod placed on %q, want the runner's node-a", node)
+			}
+			if v := wp.Spec.Volumes; len(v) == 0 || v[0].PersistentVolumeClaim == nil || v[0].PersistentVolumeClaim.ClaimName != "r1-work" {
+				t.Errorf("workflow pod volumes %+v: want the work claim r1-work", v)
+			}
+			// 17 reviews per command; the runner pod read (not a write); the pod, 1+1 execs,
+			// the Secret, 2 deletes.
+			if e := completed(a, "r1"); e.Writes != 57 {
+				t.Errorf("completion %+v: want 57 writes", e)
+			}
+		})
 	}
 }
 

@@ -35,11 +35,13 @@ const (
 	EnvRequireJobContainer = "ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER"
 	// EnvClaimName names the work volume's claim (default "<runner pod>-work").
 	EnvClaimName = "ACTIONS_RUNNER_CLAIM_NAME"
+	// EnvRunnerImage is the image of the no-volume hook's fs-init container.
+	EnvRunnerImage = "ACTIONS_RUNNER_IMAGE"
 )
 
 // hookVars are the variables the hook reads.
 var hookVars = map[string]bool{EnvContainerHooks: true, EnvPodName: true, EnvHookNamespace: true, EnvUseKubeScheduler: true,
-	EnvHookTemplate: true, EnvPrepareJobTimeout: true, EnvRequireJobContainer: true, EnvClaimName: true}
+	EnvHookTemplate: true, EnvPrepareJobTimeout: true, EnvRequireJobContainer: true, EnvClaimName: true, EnvRunnerImage: true}
 
 // DefaultPrepareJobTimeout is the hook's wait for the workflow pod when
 // EnvPrepareJobTimeout is unset or invalid.
@@ -55,8 +57,11 @@ type hookEnv struct {
 	prepareTimeout      time.Duration
 	requireJobContainer bool
 	claimName           string
-	// noVolume: the script is the k8s-novolume variant (runner-container-hooks
-	// v0.8.0+), whose workflow pod does not mount the runner's work volume.
+	runnerImage         string
+	// noVolume: the script is the no-volume hook (runner-container-hooks v0.8.0 and
+	// later, which the official image ships as /home/runner/k8s-novolume): its workflow
+	// pod mounts nothing of the runner's, gets the workspace by exec, and is placed by
+	// the scheduler. Any other script plays the older volume hook (/home/runner/k8s).
 	noVolume bool
 }
 
@@ -89,7 +94,7 @@ func hookEnvOf(p *corev1.Pod) (env hookEnv, ok bool, err error) {
 			script: script, podName: vars[EnvPodName], namespace: vars[EnvHookNamespace],
 			useKubeScheduler: vars[EnvUseKubeScheduler] == "true", template: vars[EnvHookTemplate],
 			prepareTimeout: DefaultPrepareJobTimeout, requireJobContainer: vars[EnvRequireJobContainer] == "true",
-			claimName: vars[EnvClaimName], noVolume: path.Base(path.Dir(script)) == "k8s-novolume",
+			claimName: vars[EnvClaimName], runnerImage: vars[EnvRunnerImage], noVolume: path.Base(path.Dir(script)) == "k8s-novolume",
 		}
 		if env.namespace == "" {
 			// The in-cluster configuration's namespace: the one of the pod's token.
