@@ -32,7 +32,8 @@ import (
 // warm (pickup and its cost after a warm pool's warm-up). Version 8 added
 // rest_not_modified and webhook_delivery_seconds, and left the REST calls answered 304
 // out of every other REST figure. Version 9 added watchers_cut and floor.watchers_cut.
-const SchemaVersion = 9
+// Version 10 added container_jobs and leftover.workflow_pods and leftover.hook_secrets.
+const SchemaVersion = 10
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -48,10 +49,16 @@ type Leftover struct {
 	Pods          int `json:"pods"`
 	Secrets       int `json:"secrets"`
 	GitHubRunners int `json:"github_runners"`
+	// WorkflowPods and HookSecrets are the container hooks' pods and Secrets (labelled
+	// runner-pod), in any namespace.
+	WorkflowPods int `json:"workflow_pods"`
+	HookSecrets  int `json:"hook_secrets"`
 }
 
 // Total is everything left over.
-func (l Leftover) Total() int { return l.Runners + l.Pods + l.Secrets + l.GitHubRunners }
+func (l Leftover) Total() int {
+	return l.Runners + l.Pods + l.Secrets + l.GitHubRunners + l.WorkflowPods + l.HookSecrets
+}
 
 // Controller is the resource use of the controller's processes (more than one when
 // a fault killed it), from the kernel's accounting when each exited.
@@ -168,6 +175,8 @@ type Report struct {
 	WatchersCut *int          `json:"watchers_cut,omitempty"`
 	Faults      *FaultsReport `json:"faults,omitempty"`
 	Caches      *CacheReport  `json:"caches,omitempty"`
+	// ContainerJobs: a Kubernetes-mode pool's container jobs (Scenario.ContainerJobs).
+	ContainerJobs *ContainerJobsReport `json:"container_jobs,omitempty"`
 	// Warm: pickup and its cost after a predictive pool's warm-up (spec.warm, steady
 	// arrivals only).
 	Warm               *WarmReport  `json:"warm,omitempty"`
@@ -214,6 +223,7 @@ type reportInputs struct {
 	sessions               *Sessions
 	idle                   *IdleReport
 	caches                 *cacheInputs
+	runnerFailures         map[string]string // failed Runners' reason and message, by name
 }
 
 func buildReport(sc Scenario, in reportInputs) *Report {
@@ -249,6 +259,7 @@ func buildReport(sc Scenario, in reportInputs) *Report {
 	if sc.Faults != nil {
 		r.Faults = faultsReport(r, in, failedRunnerLost, lostWithNode)
 	}
+	r.ContainerJobs = containerJobsReport(sc, in.jobs, in.events, in.runnerFailures, r.KubeWritesPerJob)
 	if sc.Trace != nil {
 		r.Trace = traceReport(sc)
 	}

@@ -6,14 +6,17 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller/runnerpool"
 	"github.com/gantry-dev/gantry/internal/manager"
 	"github.com/gantry-dev/gantry/internal/sim/agent"
 	"github.com/gantry-dev/gantry/internal/sim/cluster"
@@ -207,6 +210,15 @@ func newPool(sc Scenario, simURL, name string) *v1alpha1.RunnerPool {
 		runner := &pool.Spec.Template.Spec.Containers[0]
 		runner.VolumeMounts = append(runner.VolumeMounts, corev1.VolumeMount{Name: c.Name, MountPath: cacheMountPath})
 	}
+	if cj := sc.ContainerJobs; cj != nil {
+		pool.Spec.ContainerMode = &v1alpha1.ContainerModeSpec{Type: v1alpha1.ContainerModeKubernetes, Namespace: jobsNamespace}
+		if cj.PrepareJobTimeout > 0 {
+			pool.Spec.ContainerMode.PrepareJobTimeout = &metav1.Duration{Duration: cj.PrepareJobTimeout}
+		}
+		if cj.ImagePullGracePeriod > 0 {
+			pool.Spec.Recovery.ImagePullGracePeriod = &metav1.Duration{Duration: cj.ImagePullGracePeriod}
+		}
+	}
 	if sc.NodeLostTimeout > 0 {
 		pool.Spec.Recovery.NodeLostTimeout = &metav1.Duration{Duration: sc.NodeLostTimeout}
 	}
@@ -226,14 +238,25 @@ func newPool(sc Scenario, simURL, name string) *v1alpha1.RunnerPool {
 }
 
 // setupNamespaces creates the namespaces, the webhook and GitHub credential Secrets
-// and the pools.
+// and the pools. A Kubernetes-mode pool gets, as its install would give it, its
+// workflow pods' namespace (Pod Security baseline) and the gantry-container-hook
+// ClusterRole that the controller binds there.
 func setupNamespaces(ctx context.Context, c client.Client, pools []*v1alpha1.RunnerPool) error {
-	for _, ns := range []string{namespace, systemNamespace} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	namespaces := []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, {ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}}
+	if slices.ContainsFunc(pools, func(p *v1alpha1.RunnerPool) bool { return p.Spec.ContainerMode.IsKubernetes() }) {
+		namespaces = append(namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: jobsNamespace,
+			Labels: map[string]string{"pod-security.kubernetes.io/enforce": "baseline"}}})
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: runnerpool.ContainerHookClusterRole}, Rules: runnerpool.ContainerHookRules}
+		if err := c.Create(ctx, role); err != nil {
+			return fmt.Errorf("creating the ClusterRole %s: %w", role.Name, err)
+		}
+	}
+	for _, ns := range namespaces {
+		if err := c.Create(ctx, ns); err != nil {
 			return err
 		}
 		// Pods are admitted once the namespace's default ServiceAccount exists.
-		if err := cluster.WaitForDefaultServiceAccount(ctx, c, ns); err != nil {
+		if err := cluster.WaitForDefaultServiceAccount(ctx, c, ns.Name); err != nil {
 			return err
 		}
 	}
