@@ -396,7 +396,11 @@ func (a *Agents) serve(ctx context.Context, p *corev1.Pod, st *agentState, rc *r
 		if a.opts.Setup != nil {
 			setup = a.opts.Setup(ctx, p, j)
 		}
-		done, err := a.playJob(ctx, p, rc, j, setup)
+		jctx, stopRenewing := a.renewing(ctx, rc, j)
+		done, err := a.playJob(jctx, p, rc, j, setup)
+		if rerr := stopRenewing(); rerr != nil && ctx.Err() == nil {
+			return rerr
+		}
 		if err != nil {
 			return err
 		}
@@ -473,27 +477,58 @@ func (a *Agents) playJob(ctx context.Context, p *corev1.Pod, rc *runnerapi.Clien
 // simConclusionFailure is GitHub's conclusion of a failed job.
 const simConclusionFailure = "failure"
 
-// runJob waits for setup and then the job's duration, renewing the job every RenewEvery.
-func (a *Agents) runJob(ctx context.Context, rc *runnerapi.Client, j *runnerapi.Job, setup time.Duration) error {
+// runJob waits for setup and then the job's duration.
+func (a *Agents) runJob(ctx context.Context, _ *runnerapi.Client, j *runnerapi.Job, setup time.Duration) error {
 	done := time.NewTimer(setup + j.Duration())
 	defer done.Stop()
-	var renew <-chan time.Time
-	if a.opts.RenewEvery > 0 {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-done.C:
+		return nil
+	}
+}
+
+// errRenew is the cause of a job's context ended by a failed renewal.
+type errRenew struct{ err error }
+
+func (e *errRenew) Error() string { return e.err.Error() }
+
+// renewing returns a context of ctx within which the runner renews job j every
+// RenewEvery, as the actions runner renews its job lock for as long as it has the job
+// — through the container hook's commands too — and a stop function that ends it and
+// returns the renewal's error, if one failed.
+func (a *Agents) renewing(ctx context.Context, rc *runnerapi.Client, j *runnerapi.Job) (context.Context, func() error) {
+	if a.opts.RenewEvery <= 0 {
+		return ctx, func() error { return nil }
+	}
+	jctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
 		t := time.NewTicker(a.opts.RenewEvery)
 		defer t.Stop()
-		renew = t.C
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-done.C:
-			return nil
-		case <-renew:
-			if err := rc.RenewJob(ctx, j.ID); err != nil && ctx.Err() == nil {
-				return fmt.Errorf("renewing job %d: %w", j.ID, err)
+		for {
+			select {
+			case <-jctx.Done():
+				return
+			case <-t.C:
+				if err := rc.RenewJob(jctx, j.ID); err != nil && jctx.Err() == nil {
+					cancel(&errRenew{fmt.Errorf("renewing job %d: %w", j.ID, err)})
+					return
+				}
 			}
 		}
+	}()
+	return jctx, func() error {
+		var re *errRenew
+		failed := errors.As(context.Cause(jctx), &re)
+		cancel(nil)
+		<-done
+		if failed {
+			return re.err
+		}
+		return nil
 	}
 }
 

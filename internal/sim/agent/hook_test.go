@@ -379,12 +379,13 @@ func TestHookFailsJobs(t *testing.T) {
 
 // A workflow pod whose job image never pulls fails its job once the waits add up to
 // more than ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS, with the hook's message, and
-// the hook deletes it.
+// the hook deletes it. The runner renews its job all along, so GitHub, which loses a
+// silent runner after 2 s here, does not fail the job first.
 func TestHookTimesOutAWorkflowPodThatCannotStart(t *testing.T) {
-	w := newWorld(t, 0)
+	w := newWorld(t, 2*time.Second)
 	w.hookIdentity("runner-sa", hookRules())
 	k := w.kubelet()
-	a := w.start(Options{})
+	a := w.start(Options{RenewEvery: 200 * time.Millisecond})
 	job := w.queue(simgithub.JobSpec{Container: cluster.UnpullableRegistry + "/node:22", Services: map[string]string{"db": "postgres:17"}})
 	start := time.Now()
 	w.runnerPod("r1", "node-a", hooked("runner-sa", corev1.EnvVar{Name: EnvPrepareJobTimeout, Value: "2"}))
