@@ -1,10 +1,19 @@
 package runner
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 )
@@ -121,4 +130,248 @@ func HookEnv(cm *v1alpha1.ContainerModeSpec) []corev1.EnvVar {
 		env = append(env, corev1.EnvVar{Name: EnvUseKubeScheduler, Value: "true"})
 	}
 	return env
+}
+
+// AnchorImage is the image named by an anchor pod, which never runs it: its node
+// selector matches no node, so the kubelet of the node it is bound to refuses it at
+// admission, before pulling anything.
+const AnchorImage = "registry.k8s.io/pause:3.10"
+
+// anchorNodeSelector is the anchor's node selector, which no node carries.
+var anchorNodeSelector = map[string]string{v1alpha1.LabelWorkflowPod: "anchor-never-runs"}
+
+// containerHooks is the phase of a Kubernetes-mode runner once its pod exists. Contract:
+//
+//   - Once the runner pod is bound to a node, its anchor exists in containerMode.namespace:
+//     a pod of the runner pod's name, bound to the same node, that never runs. The hook
+//     reads "its runner pod" (ACTIONS_RUNNER_POD_NAME) in the namespace it works in, to
+//     place the workflow pod on the runner's node; the real runner pod stays in the
+//     pool's namespace, beside the JIT configurations the hook's token cannot read there.
+//   - The workflow pod is watched: Running sets the Runner's WorkflowPodReady condition
+//     True; an invalid image, an image pull failing past recovery.imagePullGracePeriod,
+//     or a pod unschedulable past recovery.pendingTimeout (the runner pod's own stuck
+//     detection, diagnose) fails the runner with a Warning event naming the image or the
+//     scheduler's message: its pod is deleted, so the runner stops and GitHub fails the
+//     job at once instead of after the hook's prepare-job timeout.
+//   - The anchor, workflow pods and hook Secrets go when the runner fails (fail) or is
+//     removed (finalize), whatever ended it: removeHookObjects.
+//
+// Done unless it failed the runner. Other pools: done at once.
+func (r *Reconciler) containerHooks(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
+	cm := s.pool.Spec.ContainerMode
+	if !cm.IsKubernetes() || s.pod == nil || s.pod.Spec.NodeName == "" {
+		return reconcile.Result{}, true, nil
+	}
+	if s.pod.Status.Phase == corev1.PodSucceeded || s.pod.Status.Phase == corev1.PodFailed || s.pod.DeletionTimestamp != nil {
+		// Ended: observe completes or fails the runner, and that removes the hook's objects.
+		return reconcile.Result{}, true, nil
+	}
+	if err := r.ensureAnchor(ctx, s); err != nil {
+		return reconcile.Result{}, false, err
+	}
+	wf := &corev1.Pod{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: cm.Namespace, Name: v1alpha1.WorkflowPodName(s.pod.Name)}, wf)
+	if apierrors.IsNotFound(err) {
+		return reconcile.Result{}, true, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, false, fmt.Errorf("reading the workflow pod: %w", err)
+	}
+	return r.observeWorkflowPod(ctx, s, wf)
+}
+
+// observeWorkflowPod is containerHooks' look at the runner's workflow pod.
+func (r *Reconciler) observeWorkflowPod(ctx context.Context, s *scope, wf *corev1.Pod) (reconcile.Result, bool, error) {
+	cond := metav1.Condition{Type: v1alpha1.ConditionWorkflowPodReady, ObservedGeneration: s.runner.Generation}
+	switch wf.Status.Phase {
+	case corev1.PodRunning:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, v1alpha1.ReasonWorkflowPodRunning, "the workflow pod "+wf.Name+" runs"
+		meta.SetStatusCondition(&s.runner.Status.Conditions, cond)
+		return reconcile.Result{}, true, nil
+	case corev1.PodPending:
+	default:
+		return reconcile.Result{}, true, nil
+	}
+	v := diagnose(wf, s.pool.Spec.Recovery, r.Clock.Now(), false)
+	reason, message := workflowPodVerdict(wf, v, s.pool.Spec.Recovery)
+	if reason == "" {
+		return reconcile.Result{RequeueAfter: v.wait}, true, nil
+	}
+	cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, reason, message
+	meta.SetStatusCondition(&s.runner.Status.Conditions, cond)
+	return r.fail(ctx, s, reason, message)
+}
+
+// workflowPodVerdict turns the runner pod's stuck-pod verdict on a workflow pod into
+// the workflow pod's reason, with a message naming the image or the scheduler's word.
+// Other verdicts (a pod slow to start, a container failing to start) are left to the
+// hook's prepare-job timeout.
+func workflowPodVerdict(wf *corev1.Pod, v verdict, rec v1alpha1.RecoverySpec) (string, string) {
+	image := func(reasons ...string) (string, string, string) {
+		for _, c := range podContainers(wf) {
+			if w := c.status.State.Waiting; w != nil {
+				for _, r := range reasons {
+					if w.Reason == r {
+						return c.status.Name, c.status.Image, w.Message
+					}
+				}
+			}
+		}
+		return "", "", ""
+	}
+	switch v.reason {
+	case v1alpha1.ReasonInvalidImageName:
+		name, img, msg := image("InvalidImageName")
+		return v1alpha1.ReasonWorkflowPodInvalidImage, fmt.Sprintf(
+			"the workflow pod %s cannot start: the image %q of its container %q is not a valid image name%s; fix the job's container: or services: image",
+			wf.Name, img, name, detail("", msg))
+	case v1alpha1.ReasonImagePullFailed:
+		name, img, msg := image("ErrImagePull", "ImagePullBackOff")
+		return v1alpha1.ReasonWorkflowPodImagePullFailed, fmt.Sprintf(
+			"the workflow pod %s cannot start: the image %q of its container %q could not be pulled for %s%s; check the image name, tag and registry credentials (container.credentials in the workflow)",
+			wf.Name, img, name, humanDuration(rec.ImagePullGracePeriodOrDefault()), detail("", msg))
+	case v1alpha1.ReasonUnschedulable:
+		why := ""
+		if c := podCondition(wf, corev1.PodScheduled); c != nil {
+			why = c.Message
+		}
+		return v1alpha1.ReasonWorkflowPodUnschedulable, fmt.Sprintf(
+			"the workflow pod %s could not be scheduled for %s%s; check containerMode.workflowPodTemplate (resources, nodeSelector, tolerations) against the runner's node",
+			wf.Name, humanDuration(rec.PendingTimeoutOrDefault()), detail("", why))
+	}
+	return "", ""
+}
+
+// ensureAnchor creates the runner pod's anchor in containerMode.namespace, unless the
+// cache shows it (a create on a stale cache meets AlreadyExists, which is fine).
+func (r *Reconciler) ensureAnchor(ctx context.Context, s *scope) error {
+	cm := s.pool.Spec.ContainerMode
+	existing := &corev1.Pod{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: cm.Namespace, Name: s.pod.Name}, existing)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading the runner's anchor pod: %w", err)
+	}
+	anchor := BuildAnchor(s.pod, s.pool)
+	log.FromContext(ctx).V(1).Info("Creating the runner's anchor pod", "namespace", anchor.Namespace, "node", anchor.Spec.NodeName)
+	if err := r.Client.Create(ctx, anchor); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the runner's anchor pod in %s: %w", anchor.Namespace, err)
+	}
+	return nil
+}
+
+// BuildAnchor is the anchor of runnerPod, a runner pod of a Kubernetes-mode pool: a pod
+// of the same name in containerMode.namespace, bound to the same node, that never runs
+// (its node selector matches no node: the kubelet refuses it at admission, so it holds
+// no resources and pulls nothing), that no token of the hook may delete (it has no
+// runner-pod label: the admission policy lets the hook delete only its own pods), and
+// that carries nothing secret.
+func BuildAnchor(runnerPod *corev1.Pod, pool *v1alpha1.RunnerPool) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: pool.Spec.ContainerMode.Namespace,
+			Name:      runnerPod.Name,
+			Labels: map[string]string{
+				v1alpha1.LabelManagedBy:     v1alpha1.ManagedByValue,
+				v1alpha1.LabelPool:          pool.Name,
+				v1alpha1.LabelPoolNamespace: pool.Namespace,
+				v1alpha1.LabelRunner:        runnerPod.Name,
+				v1alpha1.LabelWorkflowPod:   v1alpha1.ContainerHookAnchor,
+			},
+		},
+		Spec: corev1.PodSpec{
+			NodeName:                      runnerPod.Spec.NodeName,
+			NodeSelector:                  anchorNodeSelector,
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65535),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []corev1.Container{{
+				Name: "anchor", Image: AnchorImage,
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: ptr.To(false),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+		},
+	}
+}
+
+// removeHookObjects deletes what Kubernetes mode made for a runner in
+// containerMode.namespace: its anchor, the pods the hook made (runner-pod label) and the
+// hook's Secrets (deleted by that label: they are neither cached nor listed). The hook
+// sets no owner reference, so nothing else would. Idempotent; pools in other modes:
+// nothing. The namespace is the pool's, or, with the pool gone, that of the runner's
+// anchor or workflow pods in the cache.
+func (r *Reconciler) removeHookObjects(ctx context.Context, runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) error {
+	var namespaces []string
+	switch {
+	case pool != nil && pool.Spec.ContainerMode.IsKubernetes():
+		namespaces = append(namespaces, pool.Spec.ContainerMode.Namespace)
+	case pool != nil:
+		return nil
+	default:
+		var anchors corev1.PodList
+		if err := r.Client.List(ctx, &anchors, ctrl.MatchingLabels{
+			v1alpha1.LabelPoolNamespace: runner.Namespace, v1alpha1.LabelRunner: runner.Name}); err != nil {
+			return fmt.Errorf("listing the runner's anchor: %w", err)
+		}
+		for _, a := range anchors.Items {
+			if a.Namespace != runner.Namespace {
+				namespaces = append(namespaces, a.Namespace)
+			}
+		}
+	}
+	for _, ns := range namespaces {
+		var pods corev1.PodList
+		if err := r.Client.List(ctx, &pods, ctrl.InNamespace(ns), ctrl.MatchingLabels{v1alpha1.LabelHookRunnerPod: runner.Name}); err != nil {
+			return fmt.Errorf("listing the runner's workflow pods: %w", err)
+		}
+		toDelete := append(pods.Items, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: runner.Name}})
+		for i := range toDelete {
+			p := &toDelete[i]
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			if err := r.Client.Delete(ctx, p, ctrl.GracePeriodSeconds(0)); ctrl.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting the runner's pod %s/%s: %w", ns, p.Name, err)
+			}
+		}
+		if err := r.Client.DeleteAllOf(ctx, &corev1.Secret{}, ctrl.InNamespace(ns),
+			ctrl.MatchingLabels{v1alpha1.LabelHookRunnerPod: runner.Name}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the hook's secrets: %w", err)
+		}
+	}
+	return nil
+}
+
+// hookPodRunner maps an anchor or a workflow pod to its Runner: the pool's namespace is
+// on both (gantry.dev/pool-namespace), the runner's name is the anchor's gantry.dev/runner
+// label and the workflow pod's runner-pod label (the runner pod is named after its Runner).
+func hookPodRunner(_ context.Context, o ctrl.Object) []reconcile.Request {
+	l := o.GetLabels()
+	ns := l[v1alpha1.LabelPoolNamespace]
+	name := l[v1alpha1.LabelHookRunnerPod]
+	if name == "" && l[v1alpha1.LabelWorkflowPod] == v1alpha1.ContainerHookAnchor {
+		name = l[v1alpha1.LabelRunner]
+	}
+	if ns == "" || name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
+// poolOf is the runner's pool as the cache holds it, nil when it is gone.
+func (r *Reconciler) poolOf(ctx context.Context, runner *v1alpha1.Runner) *v1alpha1.RunnerPool {
+	pool := &v1alpha1.RunnerPool{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: runner.Namespace, Name: runner.Spec.PoolName}, pool); err != nil {
+		return nil
+	}
+	return pool
 }

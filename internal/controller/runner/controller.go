@@ -146,6 +146,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		r.register,
 		r.leaseCaches,
 		r.ensurePod,
+		r.containerHooks, // containermode.go
 		r.observe,
 	} {
 		res, done, err := phase(ctx, s)

@@ -86,6 +86,9 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 			return reconcile.Result{}, fmt.Errorf("deleting runner secret: %w", err)
 		}
 	}
+	if err := r.removeHookObjects(ctx, runner, r.poolOf(ctx, runner)); err != nil { // containermode.go
+		return reconcile.Result{}, err
+	}
 	r.Tracker.ForgetRunner(runner.Name)
 	logger.V(1).Info("Runner removed")
 	controllerutil.RemoveFinalizer(runner, v1alpha1.Finalizer)

@@ -40,6 +40,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Named("runner").
 		For(&v1alpha1.Runner{}).
 		Owns(&corev1.Pod{}).
+		// Kubernetes mode: the anchors and workflow pods in containerMode.namespace.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(hookPodRunner)).
 		// A changed template makes the pool's runners outdated (status.outdated).
 		Watches(&v1alpha1.RunnerPool{}, handler.EnqueueRequestsFromMapFunc(r.poolRunners),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).

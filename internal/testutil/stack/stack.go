@@ -43,6 +43,9 @@ type Options struct {
 	ActionsSessionTimeout, ActionsPollHold time.Duration
 	// Clock, if set, is the manager's (manager.Options.Clock).
 	Clock clock.Clock
+	// ExtraNamespaces are watched besides the test's namespace (a Kubernetes-mode
+	// pool's containerMode.namespace).
+	ExtraNamespaces []string
 }
 
 // Stack is one test's simulator and manager.
@@ -98,6 +101,7 @@ func Start(t *testing.T, env *testenv.Env, ns string, o Options) *Stack {
 	}
 
 	mopts := ManagerOptions(ns)
+	mopts.Namespaces = append(mopts.Namespaces, o.ExtraNamespaces...)
 	if o.Clock != nil {
 		mopts.Clock = o.Clock
 	}

@@ -1,0 +1,529 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller/runnerpool"
+	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
+	"github.com/gantry-dev/gantry/internal/testenv"
+	"github.com/gantry-dev/gantry/internal/testutil/stack"
+)
+
+// hookPermissions are the SelfSubjectAccessReviews GitHub's no-volume Kubernetes hook
+// makes before each command, in the namespace it works in (the Role of
+// actions/runner-container-hooks packages/k8s-novolume/README.md; packages/k8s checks the
+// same plus batch jobs, which the no-volume variant does not use).
+var hookPermissions = []authorizationv1.ResourceAttributes{
+	{Resource: "pods", Verb: "get"}, {Resource: "pods", Verb: "list"}, {Resource: "pods", Verb: "create"}, {Resource: "pods", Verb: "delete"},
+	{Resource: "pods", Subresource: "exec", Verb: "get"}, {Resource: "pods", Subresource: "exec", Verb: "create"},
+	{Resource: "pods", Subresource: "log", Verb: "get"}, {Resource: "pods", Subresource: "log", Verb: "list"}, {Resource: "pods", Subresource: "log", Verb: "watch"},
+	{Resource: "secrets", Verb: "get"}, {Resource: "secrets", Verb: "list"}, {Resource: "secrets", Verb: "create"}, {Resource: "secrets", Verb: "delete"},
+}
+
+var installFence sync.Once
+
+// installContainerHookFence applies, once per package, what an install ships for
+// Kubernetes mode: the gantry-container-hook ClusterRole and the admission policy.
+func installContainerHookFence(t *testing.T) {
+	t.Helper()
+	var err error
+	installFence.Do(func() {
+		root, rerr := testenv.RepoRoot()
+		if rerr != nil {
+			err = rerr
+			return
+		}
+		for _, f := range []string{"config/rbac/container_hook_role.yaml", "config/container-hooks/admission-policy.yaml"} {
+			b, rerr := os.ReadFile(filepath.Join(root, f))
+			if rerr != nil {
+				err = rerr
+				return
+			}
+			dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+			for {
+				var u map[string]any
+				if derr := dec.Decode(&u); derr != nil {
+					if derr.Error() != "EOF" {
+						err = derr
+					}
+					break
+				}
+				if u == nil {
+					continue
+				}
+				var obj client.Object
+				switch u["kind"] {
+				case "ClusterRole":
+					obj = &rbacv1.ClusterRole{}
+				case "ValidatingAdmissionPolicy":
+					obj = &admissionv1.ValidatingAdmissionPolicy{}
+				case "ValidatingAdmissionPolicyBinding":
+					obj = &admissionv1.ValidatingAdmissionPolicyBinding{}
+				}
+				if err = convert(u, obj); err != nil {
+					return
+				}
+				if err = env.Client.Create(context.Background(), obj); err != nil {
+					return
+				}
+			}
+		}
+		// The API server loads a new policy asynchronously: wait until it refuses a
+		// write of a hook identity (impersonated, as system:masters so that RBAC lets the
+		// request reach admission) whose token names no pod.
+		probeCfg := rest.CopyConfig(env.Config)
+		probeCfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:probe:probe-container-hook", Groups: []string{"system:masters"}}
+		probe := kubernetes.NewForConfigOrDie(probeCfg)
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			_, perr := probe.CoreV1().ConfigMaps("default").Create(context.Background(),
+				&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if apierrors.IsForbidden(perr) && strings.Contains(perr.Error(), "names no pod") {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		err = errors.New("the admission policy is not enforced 30s after it was created")
+	})
+	if err != nil {
+		t.Fatalf("installing the container hook fence: %v", err)
+	}
+}
+
+// containerModeWorld is a world whose manager also watches jobs, the pool's
+// containerMode.namespace, labelled with a Pod Security level as the docs ask.
+func containerModeWorld(t *testing.T) (*world, string) {
+	t.Helper()
+	installContainerHookFence(t)
+	jobs := env.Namespace(t)
+	nsObj := &corev1.Namespace{}
+	if err := env.Client.Get(context.Background(), types.NamespacedName{Name: jobs}, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(nsObj.DeepCopy())
+	nsObj.Labels["pod-security.kubernetes.io/enforce"] = "baseline"
+	if err := env.Client.Patch(context.Background(), nsObj, patch); err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, ns: env.Namespace(t), c: env.Client}
+	st := stack.Start(t, env, w.ns, stack.Options{
+		Token: testToken, CredentialsSecret: "github-creds", WebhookSecret: webhookSecret,
+		RateLimits: simgithub.RateLimits{Disabled: true}, ExtraNamespaces: []string{jobs},
+	})
+	w.sim, w.simURL, w.gantry, w.hookURL = st.Sim, st.SimURL, st.Gantry, st.HookURL
+	return w, jobs
+}
+
+// boundRunnerPods waits for n runner pods of pool and binds each to node, as the
+// scheduler would; it returns their names, sorted.
+func (w *world) boundRunnerPods(pool string, n int, node string) []string {
+	w.t.Helper()
+	var names []string
+	w.eventually("runner pods of "+pool, func() (bool, error) {
+		var pods corev1.PodList
+		if err := w.c.List(w.ctx(), &pods, client.InNamespace(w.ns), client.MatchingLabels{v1alpha1.LabelPool: pool}); err != nil {
+			return false, err
+		}
+		names = nil
+		for _, p := range pods.Items {
+			names = append(names, p.Name)
+		}
+		return len(names) == n, nil
+	})
+	sort.Strings(names)
+	for _, name := range names {
+		w.bindPod(name, node)
+	}
+	return names
+}
+
+// runnerToken is the token the kubelet mounts in a runner pod: a TokenRequest for the
+// pool's ServiceAccount bound to the pod, valid an hour.
+func (w *world) runnerToken(pool, pod string) string {
+	w.t.Helper()
+	p, err := w.getPod(pod)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	tr, err := cs.CoreV1().ServiceAccounts(w.ns).CreateToken(w.ctx(), v1alpha1.ContainerHookServiceAccountName(pool), &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{
+			ExpirationSeconds: ptr.To[int64](3600),
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		w.t.Fatalf("requesting the token of pod %s: %v", pod, err)
+	}
+	return tr.Status.Token
+}
+
+// as is a clientset calling the API server with token only.
+func as(t *testing.T, token string) *kubernetes.Clientset {
+	t.Helper()
+	cfg := &rest.Config{Host: env.Config.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}}
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+// workflowPod is the pod the hook creates for runner pod runnerPod, merged with the
+// pool's template as the hook merges it.
+func workflowPod(runnerPod, node string, mutate func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.WorkflowPodName(runnerPod), Labels: map[string]string{
+			v1alpha1.LabelHookRunnerPod: runnerPod, v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelRunner: "",
+			v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookWorkflow,
+		}},
+		Spec: corev1.PodSpec{
+			NodeName: node, RestartPolicy: corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: ptr.To(false), EnableServiceLinks: ptr.To(false),
+			Containers: []corev1.Container{
+				{Name: "job", Image: "node:22", Command: []string{"tail"}, Args: []string{"-f", "/dev/null"},
+					SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false)}},
+				{Name: "postgres", Image: "postgres:17"},
+			},
+			Volumes: []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		},
+	}
+	if mutate != nil {
+		mutate(p)
+	}
+	return p
+}
+
+func hookSecret(runnerPod, suffix string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: runnerPod + "-secret-" + suffix, Labels: map[string]string{v1alpha1.LabelHookRunnerPod: runnerPod}},
+		Immutable:  ptr.To(true),
+		Data:       map[string][]byte{"STEP_ENV": []byte("value")},
+	}
+}
+
+// The shipped ClusterRole grants exactly the verbs the hook checks, and the controller
+// binds exactly it.
+func TestContainerHookRoleIsExactlyTheHooksPermissions(t *testing.T) {
+	installContainerHookFence(t)
+	var role rbacv1.ClusterRole
+	if err := env.Client.Get(context.Background(), types.NamespacedName{Name: runnerpool.ContainerHookClusterRole}, &role); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(runnerpool.ContainerHookRules, role.Rules); diff != "" {
+		t.Errorf("config/rbac/container_hook_role.yaml and runnerpool.ContainerHookRules differ (-code +file):\n%s", diff)
+	}
+	var granted []string
+	for _, r := range role.Rules {
+		for _, res := range r.Resources {
+			for _, v := range r.Verbs {
+				granted = append(granted, res+" "+v)
+			}
+		}
+	}
+	var checked []string
+	for _, p := range hookPermissions {
+		res := p.Resource
+		if p.Subresource != "" {
+			res += "/" + p.Subresource
+		}
+		checked = append(checked, res+" "+p.Verb)
+	}
+	sort.Strings(granted)
+	sort.Strings(checked)
+	if diff := cmp.Diff(checked, granted); diff != "" {
+		t.Errorf("the hook's ClusterRole is not exactly the hook's checks (-hook +role):\n%s", diff)
+	}
+}
+
+// With a runner pod's own token, job code can do every call the hook makes, on its own
+// workflow pod and Secrets, and nothing else: no Secret of the pool's namespace (its own
+// and the other runner's JIT configuration, the pool's credentials), no pod but its own
+// workflow pod, none privileged, with host namespaces, a hostPath or a token.
+func TestKubernetesModeFencesJobCodeOffWithTheRunnersOwnToken(t *testing.T) {
+	w, jobs := containerModeWorld(t)
+	w.create(w.pool("k8s").MinIdle(2).KubernetesMode(jobs).Obj())
+	// A node, so that the API server can locate the kubelet of an exec.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{GenerateName: "node-"}}
+	w.create(node)
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), node) })
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = 1
+	if err := env.Client.Status().Update(w.ctx(), node); err != nil {
+		t.Fatal(err)
+	}
+	pods := w.boundRunnerPods("k8s", 2, node.Name)
+	a, b := pods[0], pods[1]
+	for _, p := range pods {
+		w.eventually("the anchor of "+p+" in "+jobs, func() (bool, error) {
+			anchor := &corev1.Pod{}
+			err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: jobs, Name: p}, anchor)
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return err == nil && anchor.Spec.NodeName == node.Name, err
+		})
+	}
+	// What the other runner's hook made: its workflow pod and a Secret.
+	if err := w.c.Create(w.ctx(), func() client.Object { p := workflowPod(b, node.Name, nil); p.Namespace = jobs; return p }()); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := w.ctx()
+	hookToken := w.runnerToken("k8s", a)
+	hook := as(t, hookToken)
+	forbidden := func(what string, err error, wantMsgs ...string) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s: want 403 Forbidden, got %v", what, err)
+			return
+		}
+		for _, m := range wantMsgs {
+			if strings.Contains(err.Error(), m) {
+				return
+			}
+		}
+		if len(wantMsgs) > 0 {
+			t.Errorf("%s: refused, but saying none of %q: %v", what, wantMsgs, err)
+		}
+	}
+	allowed := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Errorf("%s: the hook's call was refused: %v", what, err)
+		}
+	}
+
+	// Every call the hook makes, in order: the permission checks, its runner pod (the
+	// anchor) for the node, the pruning lists, a step Secret, the workflow pod, exec,
+	// cleanup.
+	for _, p := range hookPermissions {
+		p.Namespace = jobs
+		r, err := hook.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &p}}, metav1.CreateOptions{})
+		if err != nil || !r.Status.Allowed {
+			t.Errorf("SelfSubjectAccessReview %s %s/%s in %s: allowed=%v, err=%v", p.Verb, p.Resource, p.Subresource, jobs, r != nil && r.Status.Allowed, err)
+		}
+	}
+	anchor, err := hook.CoreV1().Pods(jobs).Get(ctx, a, metav1.GetOptions{})
+	allowed("get its runner pod (the anchor)", err)
+	if err == nil && anchor.Spec.NodeName != node.Name {
+		t.Errorf("the anchor of %s is on node %q, want %s (the runner pod's)", a, anchor.Spec.NodeName, node.Name)
+	}
+	_, err = hook.CoreV1().Pods(jobs).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelHookRunnerPod + "=" + a})
+	allowed("list its pods", err)
+	_, err = hook.CoreV1().Secrets(jobs).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelHookRunnerPod + "=" + a})
+	allowed("list its secrets", err)
+	_, err = hook.CoreV1().Secrets(jobs).Create(ctx, hookSecret(a, "0a1b2c3d"), metav1.CreateOptions{})
+	allowed("create a step Secret", err)
+	_, err = hook.CoreV1().Pods(jobs).Create(ctx, workflowPod(a, node.Name, nil), metav1.CreateOptions{})
+	allowed("create its workflow pod", err)
+	_, err = hook.CoreV1().Pods(jobs).Get(ctx, v1alpha1.WorkflowPodName(a), metav1.GetOptions{})
+	allowed("read its workflow pod's phase", err)
+	// An exec, as the hook runs each step: the API server authorizes and admits it,
+	// then dials the node's kubelet (none here: that part fails for any pod).
+	exec := func(pod string) error {
+		u := hook.CoreV1().RESTClient().Post().Namespace(jobs).Resource("pods").Name(pod).SubResource("exec").
+			VersionedParams(&corev1.PodExecOptions{Container: "job", Command: []string{"true"}, Stdout: true}, scheme.ParameterCodec).URL()
+		hc, err := rest.HTTPClientFor(&rest.Config{Host: env.Config.Host, BearerToken: hookToken,
+			TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData, NextProtos: []string{"http/1.1"}}}) // an upgrade needs HTTP/1.1
+		if err != nil {
+			return err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "SPDY/3.1")
+		req.Header.Set("X-Stream-Protocol-Version", "v4.channel.k8s.io")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			return nil
+		}
+		return fmt.Errorf("%d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), body)
+	}
+	execRefused := func(err error) bool {
+		return err != nil && strings.HasPrefix(err.Error(), "403 ")
+	}
+	if err := exec(v1alpha1.WorkflowPodName(a)); err == nil || execRefused(err) {
+		t.Errorf("exec into its own workflow pod: want it admitted (then failing to reach a kubelet), got %v", err)
+	}
+	allowed("delete its step Secret", hook.CoreV1().Secrets(jobs).Delete(ctx, a+"-secret-0a1b2c3d", metav1.DeleteOptions{}))
+
+	// Reads of the pool's namespace: every Secret there, whatever its name.
+	for _, name := range []string{a, b, "github-creds", "gantry-webhook"} {
+		_, err := hook.CoreV1().Secrets(w.ns).Get(ctx, name, metav1.GetOptions{})
+		forbidden("get Secret "+name+" of the pool's namespace", err)
+	}
+	_, err = hook.CoreV1().Secrets(w.ns).List(ctx, metav1.ListOptions{})
+	forbidden("list the pool's namespace's Secrets", err)
+	_, err = hook.CoreV1().Secrets(w.ns).Watch(ctx, metav1.ListOptions{})
+	forbidden("watch the pool's namespace's Secrets", err)
+	_, err = hook.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+	forbidden("list every Secret of the cluster", err)
+	_, err = hook.CoreV1().Pods(w.ns).Get(ctx, b, metav1.GetOptions{})
+	forbidden("read the other runner's pod (its env names the JIT Secret)", err)
+
+	// Writes: only its own workflow pod, within the namespace's Pod Security level.
+	own := v1alpha1.WorkflowPodName(a)
+	// Pod Security admission (the namespace enforces baseline) refuses some of these
+	// before the policy does: either says no.
+	bad := []struct {
+		what string
+		pod  *corev1.Pod
+		msgs []string
+	}{
+		{"a pod that is not its workflow pod", workflowPod(a, node.Name, func(p *corev1.Pod) { p.Name = "miner" }), []string{"may create only its workflow pod"}},
+		{"the other runner's workflow pod", workflowPod(b, node.Name, func(p *corev1.Pod) { p.Name = a + "-step-1" }), []string{"may create only its workflow pod"}},
+		{"a privileged workflow pod", workflowPod(a, node.Name, func(p *corev1.Pod) {
+			p.Name = own + "x"
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+		}), []string{"may create only its workflow pod", "privileged"}},
+		{"a privileged pod under its own name", workflowPod(a, node.Name, func(p *corev1.Pod) {
+			p.Name = a + "-step-2"
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+		}), []string{"may not run a privileged container", "privileged"}},
+		{"a hostPath pod", workflowPod(a, node.Name, func(p *corev1.Pod) {
+			p.Name = a + "-step-3"
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
+		}), []string{"may not mount a hostPath volume", "hostPath volumes"}},
+		{"a hostNetwork pod", workflowPod(a, node.Name, func(p *corev1.Pod) { p.Name = a + "-step-4"; p.Spec.HostNetwork = true }), []string{"node's network", "hostNetwork"}},
+		{"a pod with a token", workflowPod(a, node.Name, func(p *corev1.Pod) { p.Name = a + "-step-5"; p.Spec.AutomountServiceAccountToken = nil }), []string{"may not get a ServiceAccount token"}},
+	}
+	for _, tc := range bad {
+		_, err := hook.CoreV1().Pods(jobs).Create(ctx, tc.pod, metav1.CreateOptions{})
+		forbidden("create "+tc.what, err, tc.msgs...)
+	}
+	_, err = hook.CoreV1().Pods(w.ns).Create(ctx, workflowPod(a, node.Name, nil), metav1.CreateOptions{})
+	forbidden("create a pod in the pool's namespace", err)
+	_, err = hook.CoreV1().Secrets(jobs).Create(ctx, func() *corev1.Secret { s := hookSecret(a, "ffffffff"); s.Labels = nil; return s }(), metav1.CreateOptions{})
+	forbidden("create an unlabelled Secret", err, "may create only Secrets named")
+	forbidden("delete the other runner's anchor", hook.CoreV1().Pods(jobs).Delete(ctx, b, metav1.DeleteOptions{}), "may delete only what it made")
+	forbidden("delete the other runner's workflow pod", hook.CoreV1().Pods(jobs).Delete(ctx, v1alpha1.WorkflowPodName(b), metav1.DeleteOptions{}), "may delete only what it made")
+	if err := exec(v1alpha1.WorkflowPodName(b)); !execRefused(err) || !strings.Contains(err.Error(), "may exec only into its workflow pod") {
+		t.Errorf("exec into the other runner's workflow pod: want it refused by the policy, got %v", err)
+	}
+	_, err = hook.CoreV1().Pods(jobs).Patch(ctx, own, types.MergePatchType, []byte(`{"metadata":{"labels":{"runner-pod":"`+b+`"}}}`), metav1.PatchOptions{})
+	forbidden("relabel its workflow pod", err)
+
+	// A token of the ServiceAccount bound to no pod writes nothing.
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	tr, err := cs.CoreV1().ServiceAccounts(w.ns).CreateToken(ctx, v1alpha1.ContainerHookServiceAccountName("k8s"),
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = as(t, tr.Status.Token).CoreV1().Pods(jobs).Create(ctx, workflowPod(a, node.Name, func(p *corev1.Pod) { p.Name = a + "-step-6" }), metav1.CreateOptions{})
+	forbidden("create a pod with a token bound to no pod", err, "names no pod")
+
+	allowed("delete its workflow pod", hook.CoreV1().Pods(jobs).Delete(ctx, own, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
+}
+
+// A workflow pod whose job image cannot be pulled fails its runner once
+// recovery.imagePullGracePeriod passes, not after the hook's prepare-job timeout: a
+// WorkflowPodReady condition and a Warning event name the image, the runner pod is
+// deleted (the runner stops, GitHub fails the job), and the anchor, the workflow pod and
+// the hook's Secrets are gone with it.
+func TestUnpullableJobImageFailsTheRunnerFastAndLeavesNothingBehind(t *testing.T) {
+	w, jobs := containerModeWorld(t)
+	pool := w.pool("k8s").MinIdle(1).KubernetesMode(jobs).Obj()
+	pool.Spec.Recovery.ImagePullGracePeriod = &metav1.Duration{Duration: time.Second}
+	w.create(pool)
+	a := w.boundRunnerPods("k8s", 1, "node-a")[0]
+	w.eventually("the anchor", func() (bool, error) {
+		err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: jobs, Name: a}, &corev1.Pod{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	hook := as(t, w.runnerToken("k8s", a))
+	ctx := w.ctx()
+	if _, err := hook.CoreV1().Secrets(jobs).Create(ctx, hookSecret(a, "12345678"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const image = "ghcr.io/acme/does-not-exist:1"
+	wf, err := hook.CoreV1().Pods(jobs).Create(ctx, workflowPod(a, "node-a", func(p *corev1.Pod) { p.Spec.Containers[0].Image = image }), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kubelet's word: the job container's image cannot be pulled.
+	wf.Status.Phase = corev1.PodPending
+	wf.Status.ContainerStatuses = []corev1.ContainerStatus{
+		{Name: "job", Image: image, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+			Reason: "ImagePullBackOff", Message: `Back-off pulling image "` + image + `": not found`}}},
+		{Name: "postgres", Image: "postgres:17", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}},
+	}
+	if err := w.c.Status().Update(ctx, wf); err != nil {
+		t.Fatal(err)
+	}
+
+	rn := w.expectFailed("k8s", a, v1alpha1.ReasonWorkflowPodImagePullFailed, 1, image, `container "job"`)
+	c := meta.FindStatusCondition(rn.Status.Conditions, v1alpha1.ConditionWorkflowPodReady)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonWorkflowPodImagePullFailed || !strings.Contains(c.Message, image) {
+		t.Errorf("WorkflowPodReady condition = %+v, want False with reason %s naming %s", c, v1alpha1.ReasonWorkflowPodImagePullFailed, image)
+	}
+	if since := failedAt(t, rn).Sub(wf.CreationTimestamp.Time); since > 30*time.Second {
+		t.Errorf("the runner failed %s after the workflow pod was created; want about imagePullGracePeriod (1s)", since)
+	}
+	w.eventually("the runner pod deleted", func() (bool, error) {
+		p, err := w.getPod(a)
+		return apierrors.IsNotFound(err) || (err == nil && p.DeletionTimestamp != nil), client.IgnoreNotFound(err)
+	})
+	w.eventually("the anchor, the workflow pod and the hook's Secrets gone", func() (bool, error) {
+		var pods corev1.PodList
+		if err := w.c.List(w.ctx(), &pods, client.InNamespace(jobs)); err != nil {
+			return false, err
+		}
+		var secrets corev1.SecretList
+		if err := w.c.List(w.ctx(), &secrets, client.InNamespace(jobs), client.MatchingLabels{v1alpha1.LabelHookRunnerPod: a}); err != nil {
+			return false, err
+		}
+		live := 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				live++
+			}
+		}
+		return live == 0 && len(secrets.Items) == 0, nil
+	})
+}
+
+// convert turns a decoded YAML document into obj.
+func convert(doc map[string]any, obj client.Object) error {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, obj)
+}
