@@ -16,7 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
+	containerhooks "github.com/gantry-dev/gantry/config/container-hooks"
 	"github.com/gantry-dev/gantry/internal/sim/cluster"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 )
@@ -526,5 +528,80 @@ func TestServiceContainerName(t *testing.T) {
 		if got := serviceContainerName(image); got != want {
 			t.Errorf("serviceContainerName(%q) = %q, want %q", image, got, want)
 		}
+	}
+}
+
+// Gantry's fence (config/container-hooks: the admission policy on what a hook token may
+// write) lets the hook do everything it does for its own job: the permission reviews,
+// its workflow pod (no ServiceAccount token, through the template), its Secret, the
+// deletes of cleanup_job.
+func TestHookPassesGantrysFence(t *testing.T) {
+	w := newWorld(t, 0)
+	ns := &corev1.Namespace{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: w.ns}, ns); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(ns.DeepCopy())
+	ns.Labels["pod-security.kubernetes.io/enforce"] = "baseline"
+	if err := env.Client.Patch(t.Context(), ns, patch); err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(containerhooks.AdmissionPolicy), "\n---")
+	policy, binding := &admissionregistrationv1.ValidatingAdmissionPolicy{}, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	if len(docs) != 2 {
+		t.Fatalf("config/container-hooks/admission-policy.yaml has %d documents, want the policy and its binding", len(docs))
+	}
+	if err := yaml.UnmarshalStrict([]byte(docs[0]), policy); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict([]byte(docs[1]), binding); err != nil {
+		t.Fatal(err)
+	}
+	// Cluster-wide: its own names, so that it meets no other test's.
+	policy.Name, binding.Name, binding.Spec.PolicyName = w.ns, w.ns, w.ns
+	binding.Spec.MatchResources = &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+		MatchLabels: map[string]string{corev1.LabelMetadataName: w.ns}}}
+	for _, o := range []client.Object{policy, binding} {
+		if err := env.Client.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	// Gantry names a pool's ServiceAccount POOL-container-hook: the policy's subject.
+	w.hookIdentity("linux-container-hook", hookRules())
+	tmpl := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "hook-template"},
+		Data: map[string]string{"workflow.yaml": "spec:\n  automountServiceAccountToken: false\n"}}
+	if err := env.Client.Create(t.Context(), tmpl); err != nil {
+		t.Fatal(err)
+	}
+	k := w.kubelet()
+	a := w.start(Options{})
+	job := w.queue(simgithub.JobSpec{Container: "node:22", Services: map[string]string{"db": "postgres:17"}})
+	time.Sleep(2 * time.Second) // the policy takes a moment to be loaded
+	w.runnerPod("r1", "node-a", hooked("linux-container-hook", corev1.EnvVar{Name: EnvHookTemplate, Value: "/t/workflow.yaml"}),
+		func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "t", VolumeSource: corev1.VolumeSource{
+				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "hook-template"}}}})
+			p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "t", MountPath: "/t"})
+		})
+	eventually(t, "the runner to report the job", func() bool { return completed(a, "r1") != nil })
+	if j, _ := w.sim.Job(job.ID); j.Conclusion != simgithub.ConclusionSuccess {
+		t.Errorf("job concluded %q with %+v, want success", j.Conclusion, completed(a, "r1"))
+	}
+	if _, made := k.pod("r1-workflow"); !made {
+		t.Error("no workflow pod was made")
+	}
+	if pods, secrets := w.leftovers(); len(pods)+len(secrets) != 0 {
+		t.Errorf("left behind: workflow pods %v, Secrets %v", pods, secrets)
+	}
+	// The fence was on: without the template, the workflow pod would get a token, and
+	// the policy refuses it.
+	job2 := w.queue(simgithub.JobSpec{Container: "node:22"})
+	w.runnerPod("r2", "node-a", hooked("linux-container-hook"))
+	eventually(t, "the second runner to report its job", func() bool { return completed(a, "r2") != nil })
+	e := completed(a, "r2")
+	if j, _ := w.sim.Job(job2.ID); j.Conclusion != simgithub.ConclusionFailure ||
+		!strings.HasPrefix(e.Cause, "failed to create job pod: ") || !strings.Contains(e.Cause, "automountServiceAccountToken") {
+		t.Errorf("job concluded %q with %+v: want failure, the policy's refusal of a token-bearing workflow pod", j.Conclusion, e)
 	}
 }

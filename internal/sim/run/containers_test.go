@@ -1,6 +1,7 @@
 package run
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,5 +73,39 @@ func TestContainerJobsWorkload(t *testing.T) {
 	}
 	if Scenarios["container-jobs"].hasFloor() {
 		t.Error("container-jobs measures a floor: the oracle's runners have no hook identity")
+	}
+}
+
+// A runner Gantry ended because its job's workflow pod could not start is listed
+// among the busy runner kills, as such, and not counted a busy runner killed; any
+// other pod deleted under a busy runner still is.
+func TestWorkflowPodFailuresAreNotBusyRunnerKills(t *testing.T) {
+	events := []agent.Event{
+		{Pod: "linux-b", Kind: agent.EventKilled, Job: 2, Cause: agent.CausePodDeleted, At: at(17), Node: "n1"},
+		{Pod: "linux-c", Kind: agent.EventKilled, Job: 3, Cause: agent.CausePodDeleted, At: at(18), Node: "n1"},
+	}
+	r := &Report{}
+	r.countKills(events, nil, t0, workflowPodFailures(map[string]string{
+		"linux-b": "WorkflowPodImagePullFailed: image cannot be pulled", "linux-c": "ImagePullFailed: the runner's own image"}))
+	want := []BusyRunnerKill{{Pod: "linux-b", Job: 2, Node: "n1", T: 17, Cause: causeWorkflowPodFailed}, {Pod: "linux-c", Job: 3, Node: "n1", T: 18, Cause: agent.CausePodDeleted}}
+	if diff := cmp.Diff(want, r.BusyRunnerKills); diff != "" || r.BusyRunnersKilled != 1 {
+		t.Errorf("busy runners killed %d (want 1), kills (-want +got):\n%s", r.BusyRunnersKilled, diff)
+	}
+}
+
+// The run installs what an install brings for Kubernetes mode: the hook's ClusterRole,
+// the admission policy and its binding, read from config/container-hooks.
+func TestContainerHookFence(t *testing.T) {
+	objs, err := containerHookFence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range objs {
+		got = append(got, fmt.Sprintf("%T %s", o, o.GetName()))
+	}
+	want := []string{"*v1.ClusterRole gantry-container-hook", "*v1.ValidatingAdmissionPolicy gantry-container-hook", "*v1.ValidatingAdmissionPolicyBinding gantry-container-hook"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

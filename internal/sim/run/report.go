@@ -86,7 +86,9 @@ type BusyRunnerKill struct {
 	Job  int64   `json:"job"`
 	Node string  `json:"node"`
 	T    float64 `json:"t"`
-	// Cause is pod-deleted (counted in busy_runners_killed) or node-lost (a fault).
+	// Cause is pod-deleted (counted in busy_runners_killed), node-lost (a fault) or
+	// workflow-pod-failed (Gantry ended the runner: its job's workflow pod could not
+	// start).
 	Cause string `json:"cause"`
 }
 
@@ -251,7 +253,7 @@ func buildReport(sc Scenario, in reportInputs) *Report {
 		q := quantiles(d)
 		r.WebhookDelivery = &q
 	}
-	lostWithNode := r.countKills(in.events, in.injections, start)
+	lostWithNode := r.countKills(in.events, in.injections, start, workflowPodFailures(in.runnerFailures))
 	r.countCalls(in, sc.pools())
 	if in.drained && !in.lastJobDone.IsZero() {
 		r.DrainSeconds = round1(in.drainedAt.Sub(in.lastJobDone).Seconds())
@@ -385,8 +387,11 @@ func runnerUse(events []agent.Event) (created int, idleSeconds float64) {
 
 // countKills records the runner processes that died mid-job and counts, as busy
 // runners killed, those a node loss of the fault schedule did not cause (the pod
-// deleted under the runner, by Gantry or anyone). It returns the others' number.
-func (r *Report) countKills(events []agent.Event, injections []fault.Injection, start time.Time) (lostWithNode int) {
+// deleted under the runner, by Gantry or anyone) and that Gantry did not end because
+// their job's workflow pod could not start (jobLost: runner pods by name, the job
+// failed fast on purpose: container_jobs.jobs_failed). It returns the node losses'
+// number.
+func (r *Report) countKills(events []agent.Event, injections []fault.Injection, start time.Time, jobLost map[string]bool) (lostWithNode int) {
 	lostAt := map[string]time.Time{}
 	for _, inj := range injections {
 		if inj.Kind == fault.KindNodeLost && inj.Node != "" {
@@ -398,14 +403,36 @@ func (r *Report) countKills(events []agent.Event, injections []fault.Injection, 
 			continue
 		}
 		k := BusyRunnerKill{Pod: e.Pod, Job: e.Job, Node: e.Node, T: round1(e.At.Sub(start).Seconds()), Cause: e.Cause}
+		if jobLost[e.Pod] && e.Cause == agent.CausePodDeleted {
+			k.Cause = causeWorkflowPodFailed
+		}
 		r.BusyRunnerKills = append(r.BusyRunnerKills, k)
 		if at, lost := lostAt[e.Node]; e.Cause == agent.CauseNodeLost || (lost && !e.At.Before(at)) {
 			lostWithNode++
 			continue
 		}
+		if k.Cause == causeWorkflowPodFailed {
+			continue
+		}
 		r.BusyRunnersKilled++
 	}
 	return lostWithNode
+}
+
+// causeWorkflowPodFailed is the cause of a busy runner kill by Gantry ending a runner
+// whose job's workflow pod could not start.
+const causeWorkflowPodFailed = "workflow-pod-failed"
+
+// workflowPodFailures are the runners Gantry failed because their workflow pod could
+// not start (a WorkflowPod… reason), by name.
+func workflowPodFailures(failures map[string]string) map[string]bool {
+	out := map[string]bool{}
+	for name, f := range failures {
+		if reason, _, _ := strings.Cut(f, ":"); strings.HasPrefix(reason, "WorkflowPod") {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // countCalls sums the GitHub calls (REST and Actions service apart), the controller's
