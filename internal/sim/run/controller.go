@@ -51,7 +51,7 @@ func newController(opts Options, sc Scenario, kubeconfig, webhookAddr string, me
 		"--webhook-bind-address=" + webhookAddr,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
-		"--namespaces=" + namespace,
+		"--namespaces=" + strings.Join(sc.watchedNamespaces(), ","),
 		"--resync-interval=" + resync.String(),
 		"--github-allow-http",
 	}

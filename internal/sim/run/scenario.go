@@ -431,6 +431,16 @@ func (s Scenario) Validate() error {
 	return errors.Join(errs...)
 }
 
+// watchedNamespaces are the namespaces the controller watches (--namespaces): the
+// pools', and a Kubernetes-mode pool's containerMode.namespace, where its runners'
+// anchors and workflow pods are.
+func (s Scenario) watchedNamespaces() []string {
+	if s.ContainerJobs != nil {
+		return []string{namespace, jobsNamespace}
+	}
+	return []string{namespace}
+}
+
 // pools is how many pools the scenario creates: Pools, at least 1.
 func (s Scenario) pools() int { return max(1, s.Pools) }
 
