@@ -278,11 +278,14 @@ var Scenarios = withScaleSetVariants(map[string]Scenario{
 	"cache":     cacheScenario,
 	"cache-off": withoutCache(cacheScenario),
 	"container-jobs": {
-		Name: "container-jobs", Description: "a burst of 60 container jobs (container node:22, service postgres:17), 10 s each, on a pool in Kubernetes mode (workflow pods in ci-jobs); every 12th job's image never pulls (prepareJobTimeout 2m, imagePullGracePeriod 15s)",
+		Name: "container-jobs", Description: "a burst of 60 container jobs (container node:22, service postgres:17), 10 s each, on a pool in Kubernetes mode (workflow pods in ci-jobs); every 12th job's image never pulls (prepareJobTimeout 2m, imagePullGracePeriod 15s, failed runners kept 20 s)",
 		Burst: 60, JobDuration: 10 * time.Second, MaxRunners: 100, Nodes: 6,
 		ContainerJobs: &ContainerJobsSpec{Image: "node:22", Services: map[string]string{"db": "postgres:17"}, UnpullableEvery: 12,
 			PrepareJobTimeout: 2 * time.Minute, ImagePullGracePeriod: 15 * time.Second},
-		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
+		// A runner Gantry failed for its workflow pod is kept 20 s (not 10 minutes), so
+		// that the pool drains within the run.
+		FailedRunnerRetention: 20 * time.Second,
+		PodStartDelay:         time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
 	},
 }, "burst", "steady")
 
