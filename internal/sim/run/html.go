@@ -88,7 +88,7 @@ var htmlReport = template.Must(template.New("report").Funcs(template.FuncMap{
 <style>
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222;max-width:1000px}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:left}
-td.n{text-align:right;font-variant-numeric:tabular-nums}
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}.nw{white-space:nowrap}
 .met{color:#2b7a2b}.missed{color:#b52b27;font-weight:600}
 svg{background:#fafafa;border:1px solid #ddd;display:block;margin:.3em 0}
 svg text{font:11px system-ui,sans-serif;fill:#444}
@@ -169,7 +169,7 @@ floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared m
 <tr><th>Kubernetes writes per job</th><td class="n">{{.KubeWritesPerJob}}</td><td>the controller's {{$.KubeWritesPerJob}} and the hooks' ({{.HookWritesPerJob}} per job they ran: permission reviews, pods, Secrets, execs, deletes)</td></tr>
 </table>
 {{if .JobsFailed}}<table><tr><th>job</th><th>image</th><th>runner</th><th>ended after (s)</th><th>reason</th></tr>
-{{range .JobsFailed}}<tr><td>{{.Job}}</td><td><code>{{.Image}}</code></td><td>{{.Runner}}</td><td class="n">{{.Seconds}}</td><td>{{.Reason}}</td></tr>
+{{range .JobsFailed}}<tr><td>{{.Job}}</td><td class="nw"><code>{{.Image}}</code></td><td class="nw">{{.Runner}}</td><td class="n">{{.Seconds}}</td><td>{{.Reason}}</td></tr>
 {{end}}</table>{{end}}{{end}}
 {{with .Caches}}<h2>Cache</h2>
 <p>{{if .Enabled}}The pool's cache{{else}}<strong>No cache</strong>: the same jobs, every setup cold{{end}}. Rates over the {{.Jobs}} jobs queued after the first {{.WarmUpSeconds}} s (the warm-up).</p>
