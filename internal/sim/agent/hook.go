@@ -548,7 +548,7 @@ func (h *hook) waitRunning(ctx context.Context, name string) error {
 }
 
 // runScriptStep is one run_script_step: the permission checks, the step's env Secret
-// (created as the hook creates a step's env Secret, labelled with the runner pod and
+// (created as the hook creates a step's env Secret, labeled with the runner pod and
 // kept until cleanup_job), and the exec into the job container — asked by
 // SelfSubjectAccessReview, kwok having no kubelet to exec into. The step's time is
 // the caller's to wait.

@@ -172,7 +172,7 @@ func (w *world) queue(spec simgithub.JobSpec) simgithub.Job {
 }
 
 // A container job on a runner configured for the hook: the workflow pod is made with
-// the runner pod's own token (its Role is all that lets it), named, labelled and
+// the runner pod's own token (its Role is all that lets it), named, labeled and
 // placed as the official hook makes it, with the template from the runner's ConfigMap
 // volume merged in; the job runs and everything the hook made is gone after it.
 func TestHookRunsAContainerJob(t *testing.T) {

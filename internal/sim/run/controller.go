@@ -194,7 +194,7 @@ func scrapeKubeRequests(url string) map[string]int64 {
 	return parseKubeRequests(text)
 }
 
-// scrapeGauge reads an unlabelled metric (go_goroutines) from the controller's metrics
+// scrapeGauge reads an unlabeled metric (go_goroutines) from the controller's metrics
 // endpoint.
 func scrapeGauge(url, name string) (float64, error) {
 	text, err := scrapeMetrics(url)
@@ -231,7 +231,7 @@ func scrapeMetrics(url string) (string, error) {
 	return string(body), nil
 }
 
-// parseGauge reads the value of the unlabelled metric name in Prometheus text.
+// parseGauge reads the value of the unlabeled metric name in Prometheus text.
 func parseGauge(text, name string) (float64, bool) {
 	for _, line := range strings.Split(text, "\n") {
 		rest, ok := strings.CutPrefix(line, name+" ")

@@ -49,7 +49,7 @@ type Leftover struct {
 	Pods          int `json:"pods"`
 	Secrets       int `json:"secrets"`
 	GitHubRunners int `json:"github_runners"`
-	// WorkflowPods and HookSecrets are the container hooks' pods and Secrets (labelled
+	// WorkflowPods and HookSecrets are the container hooks' pods and Secrets (labeled
 	// runner-pod), in any namespace.
 	WorkflowPods int `json:"workflow_pods"`
 	HookSecrets  int `json:"hook_secrets"`
