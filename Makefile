@@ -42,6 +42,8 @@ generate: ## Regenerate deepcopy code, CRDs, RBAC and docs/reference/api.md from
 	$(TOOLS) controller-gen rbac:roleName=gantry-manager paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
 	rm -f charts/gantry/crds/*.yaml && cp config/crd/bases/*.yaml charts/gantry/crds/
 	cp config/rbac/role.yaml charts/gantry/files/role.yaml
+	cp config/rbac/container_hook_role.yaml charts/gantry/files/container_hook_role.yaml
+	cp config/container-hooks/admission-policy.yaml charts/gantry/files/container_hook_policy.yaml
 	$(GO) run ./hack/refdocs -api api/v1alpha1 -out docs/reference/api.md
 
 .PHONY: verify

@@ -259,7 +259,7 @@ func WorkflowPodName(runnerPod string) string {
 }
 
 // ContainerHookServiceAccountName is the ServiceAccount (and Role, RoleBinding) of a
-// Kubernetes-mode pool's runners. The admission policy recognises the hook's identity
+// Kubernetes-mode pool's runners. The admission policy recognizes the hook's identity
 // by this suffix.
 func ContainerHookServiceAccountName(pool string) string {
 	return pool + ContainerHookSuffix
@@ -287,8 +287,6 @@ const (
 	// ReasonWorkflowPodUnschedulable: the scheduler could not place the workflow pod for
 	// longer than recovery.pendingTimeout; the runner is ended, failing the job.
 	ReasonWorkflowPodUnschedulable = "WorkflowPodUnschedulable"
-	// ReasonWorkflowPodPending: the workflow pod is starting.
-	ReasonWorkflowPodPending = "WorkflowPodPending"
 
 	// The pool reasons below are those of its Ready (False) and Degraded (True)
 	// conditions: the pool creates no runner until they are fixed.

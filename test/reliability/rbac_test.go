@@ -145,10 +145,19 @@ func TestLeastPrivilege(t *testing.T) {
 // usedOutsideScenario are the permissions the controller needs that the scenario
 // cannot reach on demand, each with why.
 var usedOutsideScenario = map[permission]string{
-	{"events.k8s.io", "events", "patch"}: "client-go's event broadcaster patches an event series when the same event recurs within six minutes",
-	{"", "events", "list"}:               "listed once, by the pod's name, when a runner pod fails PendingTimeout, to quote its last warning; TestStuckPods reaches it",
-	{"", "persistentvolumes", "get"}:     "read only for a cache volume bound to a node-local PersistentVolume, to skip one whose node is gone or NotReady; this API server binds no volume (TestCacheIsolationAndTopology reaches the node check)",
-	{"", "nodes", "get"}:                 "read only for a cache volume pinned to a node (bound, or selected by the scheduler); this API server pins no volume (TestCacheIsolationAndTopology reaches it)",
+	{"events.k8s.io", "events", "patch"}:                    "client-go's event broadcaster patches an event series when the same event recurs within six minutes",
+	{"", "events", "list"}:                                  "listed once, by the pod's name, when a runner pod fails PendingTimeout, to quote its last warning; TestStuckPods reaches it",
+	{"", "persistentvolumes", "get"}:                        "read only for a cache volume bound to a node-local PersistentVolume, to skip one whose node is gone or NotReady; this API server binds no volume (TestCacheIsolationAndTopology reaches the node check)",
+	{"", "nodes", "get"}:                                    "read only for a cache volume pinned to a node (bound, or selected by the scheduler); this API server pins no volume (TestCacheIsolationAndTopology reaches it)",
+	{"", "serviceaccounts", "create"}:                       "Kubernetes-mode pools only (spec.containerMode): the pool's hook ServiceAccount; test/integration/controller's containermode tests reach it",
+	{"", "serviceaccounts", "patch"}:                        "Kubernetes-mode pools only: server-side apply of the hook ServiceAccount",
+	{"", "configmaps", "create"}:                            "Kubernetes-mode pools only: the hook template ConfigMap",
+	{"", "configmaps", "patch"}:                             "Kubernetes-mode pools only: server-side apply of the hook template ConfigMap",
+	{"rbac.authorization.k8s.io", "rolebindings", "create"}: "Kubernetes-mode pools only: the hook's RoleBinding in containerMode.namespace",
+	{"rbac.authorization.k8s.io", "rolebindings", "patch"}:  "Kubernetes-mode pools only: server-side apply of that RoleBinding",
+	{"rbac.authorization.k8s.io", "rolebindings", "delete"}: "Kubernetes-mode pools only: that RoleBinding, when the pool is deleted",
+	{"rbac.authorization.k8s.io", "clusterroles", "bind"}:   "Kubernetes-mode pools only: binding the gantry-container-hook ClusterRole (authorized at the RoleBinding's write)",
+	{"", "secrets", "deletecollection"}:                     "Kubernetes-mode pools only: the hook's Secrets of a runner that ended, by their runner-pod label",
 }
 
 // checkFinalizersRuleIsNeeded proves the admission plugin is on and the rule matters:

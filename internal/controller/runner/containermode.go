@@ -2,6 +2,9 @@ package runner
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -374,4 +377,22 @@ func (r *Reconciler) poolOf(ctx context.Context, runner *v1alpha1.Runner) *v1alp
 		return nil
 	}
 	return pool
+}
+
+// poolPodHash is TemplateHash of the pool's template, and in Kubernetes mode of its
+// containerMode too, which shapes the runner pod as much (its environment, token and
+// work volume): a changed containerMode makes the pool's idle and pending runners
+// outdated, as a changed template does. Pools in other modes keep TemplateHash of their
+// template alone, so an upgrade outdates none of their runners.
+func poolPodHash(pool *v1alpha1.RunnerPool) string {
+	h := TemplateHash(pool.Spec.Template)
+	if !pool.Spec.ContainerMode.IsKubernetes() || h == "" {
+		return h
+	}
+	b, err := json.Marshal(pool.Spec.ContainerMode)
+	if err != nil {
+		return h
+	}
+	sum := sha256.Sum256(append([]byte(h), b...))
+	return hex.EncodeToString(sum[:8])
 }

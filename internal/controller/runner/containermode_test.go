@@ -128,3 +128,20 @@ func TestContainerModeGivesTheRunnerContainerAloneAShortLivedToken(t *testing.T)
 		})
 	}
 }
+
+// A changed containerMode outdates a Kubernetes-mode pool's runners; a pool in no mode
+// keeps the hash of its template alone.
+func TestPoolPodHashFollowsContainerMode(t *testing.T) {
+	plain := testutil.RunnerPool("ci", "p").Obj()
+	none := testutil.RunnerPool("ci", "p").ContainerMode(v1alpha1.ContainerModeSpec{Type: v1alpha1.ContainerModeNone}).Obj()
+	k8s := testutil.RunnerPool("ci", "p").KubernetesMode("jobs").Obj()
+	moved := testutil.RunnerPool("ci", "p").KubernetesMode("other-jobs").Obj()
+	got := map[string]string{"plain": poolPodHash(plain), "none": poolPodHash(none), "k8s": poolPodHash(k8s), "moved": poolPodHash(moved)}
+	want := TemplateHash(plain.Spec.Template)
+	if got["plain"] != want || got["none"] != want {
+		t.Errorf("pools in no container mode: hashes %q and %q, want the template's %q", got["plain"], got["none"], want)
+	}
+	if got["k8s"] == want || got["k8s"] == got["moved"] {
+		t.Errorf("Kubernetes-mode hashes %q (jobs) and %q (other-jobs) must differ from each other and from the template's %q", got["k8s"], got["moved"], want)
+	}
+}

@@ -31,14 +31,14 @@ func TemplateHash(tmpl corev1.PodTemplateSpec) string {
 // 1.5 % of the controller's CPU under load.
 func PoolTemplateHash(pool *v1alpha1.RunnerPool) string {
 	if pool.UID == "" || pool.Generation == 0 {
-		return TemplateHash(pool.Spec.Template) // not from the API server: nothing to key on
+		return poolPodHash(pool) // not from the API server: nothing to key on
 	}
 	if v, ok := poolHashes.Load(pool.UID); ok {
 		if h := v.(poolHash); h.generation == pool.Generation {
 			return h.hash
 		}
 	}
-	h := TemplateHash(pool.Spec.Template)
+	h := poolPodHash(pool)
 	poolHashes.Store(pool.UID, poolHash{generation: pool.Generation, hash: h})
 	return h
 }

@@ -3,16 +3,18 @@ package runnerpool
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
@@ -68,8 +70,7 @@ func (r *Reconciler) ensureContainerMode(ctx context.Context, pool *v1alpha1.Run
 		return nil
 	}
 	log.FromContext(ctx).V(1).Info("Applying the container hook's identity and template", "namespace", cm.Namespace)
-	binding := hookRoleBinding(pool)
-	if err := r.Client.Patch(ctx, binding, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+	if err := r.Client.Apply(ctx, hookRoleBinding(pool), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) {
 			return &controller.ConfigError{Reason: v1alpha1.ReasonNamespaceNotFound, Message: fmt.Sprintf(
 				"containerMode.namespace %q does not exist: create it (with a Pod Security level, such as "+
@@ -77,13 +78,14 @@ func (r *Reconciler) ensureContainerMode(ctx context.Context, pool *v1alpha1.Run
 		}
 		return &controller.ConfigError{Reason: v1alpha1.ReasonContainerModeFailed, Message: "binding the container hook's role in " + cm.Namespace + ": " + err.Error()}
 	}
-	for _, obj := range []client.Object{hookServiceAccount(pool), hookTemplateConfigMap(pool)} {
-		if err := controllerutil.SetControllerReference(pool, obj, r.Client.Scheme()); err != nil {
-			return err
-		}
-		if err := r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
-			return &controller.ConfigError{Reason: v1alpha1.ReasonContainerModeFailed, Message: "applying the container hook's " +
-				strings.ToLower(obj.GetObjectKind().GroupVersionKind().Kind) + ": " + err.Error()}
+	owner := metav1ac.OwnerReference().WithAPIVersion(v1alpha1.GroupVersion.String()).WithKind("RunnerPool").
+		WithName(pool.Name).WithUID(pool.UID).WithController(true).WithBlockOwnerDeletion(true)
+	for what, obj := range map[string]runtime.ApplyConfiguration{
+		"ServiceAccount": hookServiceAccount(pool).WithOwnerReferences(owner),
+		"ConfigMap":      hookTemplateConfigMap(pool).WithOwnerReferences(owner),
+	} {
+		if err := r.Client.Apply(ctx, obj, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+			return &controller.ConfigError{Reason: v1alpha1.ReasonContainerModeFailed, Message: "applying the container hook's " + what + ": " + err.Error()}
 		}
 	}
 	containerModeApplied.Store(pool.UID, pool.Generation)
@@ -120,34 +122,24 @@ func hookLabels(pool *v1alpha1.RunnerPool) map[string]string {
 	}
 }
 
-func hookServiceAccount(pool *v1alpha1.RunnerPool) *corev1.ServiceAccount {
-	return &corev1.ServiceAccount{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: pool.Namespace, Name: v1alpha1.ContainerHookServiceAccountName(pool.Name),
-			Labels: hookLabels(pool)},
-		// The runner pod mounts a projected token of its own; nothing else gets one.
-		AutomountServiceAccountToken: ptr.To(false),
-	}
+func hookServiceAccount(pool *v1alpha1.RunnerPool) *corev1ac.ServiceAccountApplyConfiguration {
+	// The runner pod mounts a projected token of its own; nothing else gets one.
+	return corev1ac.ServiceAccount(v1alpha1.ContainerHookServiceAccountName(pool.Name), pool.Namespace).
+		WithLabels(hookLabels(pool)).WithAutomountServiceAccountToken(false)
 }
 
-func hookRoleBinding(pool *v1alpha1.RunnerPool) *rbacv1.RoleBinding {
-	return &rbacv1.RoleBinding{
-		TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: pool.Spec.ContainerMode.Namespace, Name: HookRoleBindingName(pool),
-			Labels: hookLabels(pool)},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ContainerHookClusterRole},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: pool.Namespace,
-			Name: v1alpha1.ContainerHookServiceAccountName(pool.Name)}},
-	}
+func hookRoleBinding(pool *v1alpha1.RunnerPool) *rbacv1ac.RoleBindingApplyConfiguration {
+	return rbacv1ac.RoleBinding(HookRoleBindingName(pool), pool.Spec.ContainerMode.Namespace).
+		WithLabels(hookLabels(pool)).
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(ContainerHookClusterRole)).
+		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithNamespace(pool.Namespace).
+			WithName(v1alpha1.ContainerHookServiceAccountName(pool.Name)))
 }
 
-func hookTemplateConfigMap(pool *v1alpha1.RunnerPool) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: pool.Namespace, Name: v1alpha1.ContainerHookServiceAccountName(pool.Name),
-			Labels: hookLabels(pool)},
-		Data: map[string]string{runner.HookTemplateKey: string(WorkflowPodTemplateYAML(pool))},
-	}
+func hookTemplateConfigMap(pool *v1alpha1.RunnerPool) *corev1ac.ConfigMapApplyConfiguration {
+	return corev1ac.ConfigMap(v1alpha1.ContainerHookServiceAccountName(pool.Name), pool.Namespace).
+		WithLabels(hookLabels(pool)).
+		WithData(map[string]string{runner.HookTemplateKey: string(WorkflowPodTemplateYAML(pool))})
 }
 
 // WorkflowPodTemplateYAML is the hook template (ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE)

@@ -122,7 +122,7 @@ func installContainerHookFence(t *testing.T) {
 }
 
 // containerModeWorld is a world whose manager also watches jobs, the pool's
-// containerMode.namespace, labelled with a Pod Security level as the docs ask.
+// containerMode.namespace, labeled with a Pod Security level as the docs ask.
 func containerModeWorld(t *testing.T) (*world, string) {
 	t.Helper()
 	installContainerHookFence(t)
@@ -430,7 +430,7 @@ func TestKubernetesModeFencesJobCodeOffWithTheRunnersOwnToken(t *testing.T) {
 	_, err = hook.CoreV1().Pods(w.ns).Create(ctx, workflowPod(a, node.Name, nil), metav1.CreateOptions{})
 	forbidden("create a pod in the pool's namespace", err)
 	_, err = hook.CoreV1().Secrets(jobs).Create(ctx, func() *corev1.Secret { s := hookSecret(a, "ffffffff"); s.Labels = nil; return s }(), metav1.CreateOptions{})
-	forbidden("create an unlabelled Secret", err, "may create only Secrets named")
+	forbidden("create an unlabeled Secret", err, "may create only Secrets named")
 	forbidden("delete the other runner's anchor", hook.CoreV1().Pods(jobs).Delete(ctx, b, metav1.DeleteOptions{}), "may delete only what it made")
 	forbidden("delete the other runner's workflow pod", hook.CoreV1().Pods(jobs).Delete(ctx, v1alpha1.WorkflowPodName(b), metav1.DeleteOptions{}), "may delete only what it made")
 	if err := exec(v1alpha1.WorkflowPodName(b)); !execRefused(err) || !strings.Contains(err.Error(), "may exec only into its workflow pod") {
@@ -526,4 +526,81 @@ func convert(doc map[string]any, obj client.Object) error {
 		return err
 	}
 	return json.Unmarshal(b, obj)
+}
+
+// Whatever ends a runner, its anchor, its workflow pod and the hook's Secrets go: the
+// hook sets no owner reference, so nothing else would remove them.
+func TestHookObjectsGoWhateverEndsTheRunner(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(w *world, pod string)
+	}{
+		{"its job done (the runner exits 0)", func(w *world, pod string) {
+			w.setPodRunning(pod)
+			w.setPodExitedUnlessGone(pod, 0)
+		}},
+		{"its pod deleted mid-job", func(w *world, pod string) {
+			w.setPodRunning(pod)
+			p, err := w.getPod(pod)
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			if err := w.c.Delete(w.ctx(), p, client.GracePeriodSeconds(0)); err != nil {
+				w.t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, jobs := containerModeWorld(t)
+			w.create(w.pool("k8s").MinIdle(1).KubernetesMode(jobs).Obj())
+			a := w.boundRunnerPods("k8s", 1, "node-a")[0]
+			w.eventually("the anchor", func() (bool, error) {
+				err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: jobs, Name: a}, &corev1.Pod{})
+				return err == nil, client.IgnoreNotFound(err)
+			})
+			hook := as(t, w.runnerToken("k8s", a))
+			if _, err := hook.CoreV1().Secrets(jobs).Create(w.ctx(), hookSecret(a, "aaaabbbb"), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := hook.CoreV1().Pods(jobs).Create(w.ctx(), workflowPod(a, "node-a", nil), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			tc.end(w, a)
+			w.eventually("the anchor, the workflow pod and the hook's Secret gone", func() (bool, error) {
+				var pods corev1.PodList
+				if err := w.c.List(w.ctx(), &pods, client.InNamespace(jobs)); err != nil {
+					return false, err
+				}
+				var secrets corev1.SecretList
+				if err := w.c.List(w.ctx(), &secrets, client.InNamespace(jobs)); err != nil {
+					return false, err
+				}
+				live := 0
+				for _, p := range pods.Items {
+					if p.DeletionTimestamp == nil {
+						live++
+					}
+				}
+				return live == 0 && len(secrets.Items) == 0, nil
+			})
+		})
+	}
+}
+
+// A Kubernetes-mode pool whose containerMode.namespace is its own, or does not exist,
+// creates no runner and says why.
+func TestKubernetesModePoolRefusesItsOwnOrAMissingNamespace(t *testing.T) {
+	w, _ := containerModeWorld(t)
+	w.create(w.pool("same").MinIdle(1).KubernetesMode(w.ns).Obj())
+	w.create(w.pool("missing").MinIdle(1).KubernetesMode("no-such-namespace").Obj())
+	for pool, reason := range map[string]string{"same": v1alpha1.ReasonSameNamespace, "missing": v1alpha1.ReasonNamespaceNotFound} {
+		w.eventually("pool "+pool+" not Ready with "+reason, func() (bool, error) {
+			p := w.getPool(pool)
+			c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason, nil
+		})
+		if n := len(w.runners(pool)); n != 0 {
+			t.Errorf("pool %s (%s) created %d runners, want none", pool, reason, n)
+		}
+	}
 }

@@ -27,6 +27,7 @@ var podSecurityLevels = map[string]string{
 	"dind-cache.yaml":          "privileged",
 	"tool-cache.yaml":          "restricted",
 	"runnerpool-scaleset.yaml": "restricted",
+	"container-jobs.yaml":      "restricted",
 }
 
 // admitRunnerPod creates, in a new namespace enforcing Pod Security level level, the pod
@@ -48,6 +49,13 @@ func admitRunnerPod(t *testing.T, pool *v1alpha1.RunnerPool, level string) (*cor
 	pool.Namespace = ns
 	r := &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pool.Name + "-abcde"}, Spec: v1alpha1.RunnerSpec{PoolName: pool.Name}}
 	pod := runner.BuildPod(r, pool)
+	if pool.Spec.ContainerMode.IsKubernetes() {
+		// The pool's hook ServiceAccount, which the pool controller makes.
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.ContainerHookServiceAccountName(pool.Name)}}
+		if err := env.Client.Create(ctx(t), sa); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := env.Client.Create(ctx(t), pod); err != nil {
 		return nil, err
 	}
@@ -111,8 +119,13 @@ func TestExampleRunnerPodsCarryNoTokenAndMeetTheirPodSecurityLevel(t *testing.T)
 			if err != nil {
 				t.Fatalf("the runner pod of %s is refused in a namespace enforcing %s: %v", name, level, err)
 			}
-			if v := tokenVolumes(pod); len(v) != 0 {
-				t.Errorf("the runner pod was admitted with ServiceAccount token volumes %q", v)
+			wantTokens := 0
+			if pool.Spec.ContainerMode.IsKubernetes() {
+				// The hook's own, projected for the runner container alone.
+				wantTokens = 1
+			}
+			if v := tokenVolumes(pod); len(v) != wantTokens {
+				t.Errorf("the runner pod was admitted with ServiceAccount token volumes %q, want %d", v, wantTokens)
 			}
 			if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
 				t.Errorf("automountServiceAccountToken = %v, want false", pod.Spec.AutomountServiceAccountToken)

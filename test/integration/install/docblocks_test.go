@@ -34,6 +34,7 @@ var docFiles = []string{
 	"docs/install.md",
 	"docs/operations.md",
 	"charts/gantry/README.md",
+	"docs/container-jobs.md",
 }
 
 // docBlock is one fenced block of a doc.

@@ -146,7 +146,7 @@ func TestHelmTemplate(t *testing.T) {
 				t.Errorf("every namespace is watched by default, yet the args have %q", a)
 			}
 			checkControllerPod(t, d)
-			if len(ofKind(r.objs, "ClusterRole")) != 1 || len(ofKind(r.objs, "ClusterRoleBinding")) != 1 {
+			if len(withoutHookRole(ofKind(r.objs, "ClusterRole"))) != 1 || len(ofKind(r.objs, "ClusterRoleBinding")) != 1 {
 				t.Errorf("watching every namespace wants one ClusterRole and its binding; rendered:\n%s", inventory(r.objs))
 			}
 			hook := r.secretData(t, r.ns, r.fullname+"-webhook")[manager.WebhookSecretKey]
@@ -183,7 +183,7 @@ func TestHelmTemplate(t *testing.T) {
 			if want := "--namespaces=" + strings.Join(r.watched, ","); !hasArg(args, want) {
 				t.Errorf("args %q lack %q", args, want)
 			}
-			if n := len(ofKind(r.objs, "ClusterRole")) + len(ofKind(r.objs, "ClusterRoleBinding")); n != 0 {
+			if n := len(withoutHookRole(ofKind(r.objs, "ClusterRole"))) + len(ofKind(r.objs, "ClusterRoleBinding")); n != 0 {
 				t.Errorf("a namespaced install rendered %d cluster-wide RBAC objects, want none:\n%s", n, inventory(r.objs))
 			}
 			for _, ns := range r.watched {

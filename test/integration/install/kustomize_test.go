@@ -20,7 +20,8 @@ func TestKustomizeDefault(t *testing.T) {
 	objs := kustomizeBuild(t, "config/default")
 	const ns = "gantry-system"
 	for _, o := range objs {
-		if o.GetKind() == "Namespace" || o.GetKind() == "CustomResourceDefinition" || strings.HasPrefix(o.GetKind(), "Cluster") {
+		if o.GetKind() == "Namespace" || o.GetKind() == "CustomResourceDefinition" || strings.HasPrefix(o.GetKind(), "Cluster") ||
+			strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
 			continue
 		}
 		if o.GetNamespace() != ns {
@@ -60,10 +61,13 @@ func TestKustomizeDefault(t *testing.T) {
 func TestKustomizeNamespaced(t *testing.T) {
 	objs := kustomizeBuild(t, "config/namespaced")
 	const ns = "ci"
-	if n := len(ofKind(objs, "ClusterRole")) + len(ofKind(objs, "ClusterRoleBinding")); n != 0 {
+	if n := len(withoutHookRole(ofKind(objs, "ClusterRole"))) + len(ofKind(objs, "ClusterRoleBinding")); n != 0 {
 		t.Errorf("config/namespaced has %d cluster-wide RBAC objects, want none:\n%s", n, inventory(objs))
 	}
 	for _, o := range objs {
+		if isContainerHookFence(o) {
+			continue
+		}
 		if o.GetKind() != "Namespace" && o.GetKind() != "CustomResourceDefinition" && o.GetNamespace() != ns {
 			t.Errorf("%s is not in namespace %s", describe(o), ns)
 		}

@@ -324,3 +324,26 @@ func apply(t *testing.T, objs []*unstructured.Unstructured, opts ...client.Apply
 		}
 	}
 }
+
+// isContainerHookFence reports whether o is one of the cluster-scoped objects of
+// Kubernetes mode every install ships: the gantry-container-hook ClusterRole, which
+// grants nothing until the controller binds it to a pool's ServiceAccount in one
+// namespace, and the admission policy and its binding, which only take rights away.
+func isContainerHookFence(o *unstructured.Unstructured) bool {
+	switch o.GetKind() {
+	case "ClusterRole", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+		return o.GetName() == "gantry-container-hook"
+	}
+	return false
+}
+
+// withoutHookRole drops the gantry-container-hook ClusterRole from objs.
+func withoutHookRole(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if !isContainerHookFence(o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}

@@ -376,7 +376,30 @@ func checkAuthorizer(t *testing.T, user, home string, watched []string, other, w
 			t.Errorf("%s %s: allowed=%v, want %v", g, where, got, want)
 		}
 	}
+	// A rule limited to resourceNames is asked for with a name it lists.
+	named := map[grant]string{}
+	for _, r := range generatedRules(t) {
+		if len(r.ResourceNames) == 0 {
+			continue
+		}
+		for g := range grantsOf([]rbacv1.PolicyRule{r}) {
+			named[g] = r.ResourceNames[0]
+		}
+	}
 	for g := range grantsOf(generatedRules(t)) {
+		if name := named[g]; name != "" {
+			if len(watched) == 0 {
+				expect(g, other, name, true)
+				expect(g, "", name, true)
+			} else {
+				for _, ns := range watched {
+					expect(g, ns, name, true)
+				}
+				expect(g, other, name, false)
+			}
+			expect(g, home, "another-"+name, false)
+			continue
+		}
 		if isLease(g) {
 			expect(g, home, "", true)
 			expect(g, other, "", false)

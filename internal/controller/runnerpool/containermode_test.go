@@ -1,0 +1,71 @@
+package runnerpool
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/testutil"
+)
+
+// The hook template carries Gantry's labels (which the pool's cannot replace) and the
+// runner pod's security defaults unless the pool sets its own.
+func TestWorkflowPodTemplate(t *testing.T) {
+	gantryLabels := map[string]string{
+		"app.kubernetes.io/managed-by": "gantry", "gantry.dev/pool": "k8s", "gantry.dev/pool-namespace": "ci",
+		"gantry.dev/runner": "", "gantry.dev/container-hook": "workflow",
+	}
+	with := func(extra map[string]string) map[string]string {
+		out := map[string]string{}
+		for k, v := range extra {
+			out[k] = v
+		}
+		for k, v := range gantryLabels {
+			out[k] = v
+		}
+		return out
+	}
+	defaultPodSC := &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	defaultJobSC := &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false)}
+	tests := []struct {
+		name string
+		tmpl *v1alpha1.WorkflowPodTemplate
+		want corev1.PodTemplateSpec
+	}{
+		{"defaults", nil, corev1.PodTemplateSpec{}},
+		{"the pool's labels, placement, security and resources", &v1alpha1.WorkflowPodTemplate{
+			Labels:          map[string]string{"team": "a", "gantry.dev/pool": "spoofed"},
+			NodeSelector:    map[string]string{"pool": "ci"},
+			Tolerations:     []corev1.Toleration{{Key: "ci", Operator: corev1.TolerationOpExists}},
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true)},
+			Resources:       &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}},
+		}, corev1.PodTemplateSpec{}},
+	}
+	tests[0].want.Labels = gantryLabels
+	tests[0].want.Spec = corev1.PodSpec{AutomountServiceAccountToken: ptr.To(false), EnableServiceLinks: ptr.To(false),
+		SecurityContext: defaultPodSC, Containers: []corev1.Container{{Name: "$job", SecurityContext: defaultJobSC}}}
+	tests[1].want.Labels = with(map[string]string{"team": "a"})
+	tests[1].want.Spec = corev1.PodSpec{AutomountServiceAccountToken: ptr.To(false), EnableServiceLinks: ptr.To(false),
+		NodeSelector: map[string]string{"pool": "ci"}, Tolerations: []corev1.Toleration{{Key: "ci", Operator: corev1.TolerationOpExists}},
+		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true)},
+		Containers: []corev1.Container{{Name: "$job", SecurityContext: defaultJobSC,
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pool := testutil.RunnerPool("ci", "k8s").KubernetesMode("jobs").Obj()
+			pool.Spec.ContainerMode.WorkflowPodTemplate = tt.tmpl
+			var got corev1.PodTemplateSpec
+			if err := yaml.UnmarshalStrict(WorkflowPodTemplateYAML(pool), &got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("hook template (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
