@@ -51,6 +51,13 @@ const (
 	EventExited = "exited"
 	// EventDeleted: the pod is gone from the API server (Node is where it was bound).
 	EventDeleted = "deleted"
+	// EventWorkflowPodCreated: the watch saw the workflow pod of runner pod Pod (its
+	// label runner-pod), made by the container hook.
+	EventWorkflowPodCreated = "workflow-pod-created"
+	// EventWorkflowPodRunning: that workflow pod runs (Node is its node).
+	EventWorkflowPodRunning = "workflow-pod-running"
+	// EventWorkflowPodDeleted: that workflow pod is gone from the API server.
+	EventWorkflowPodDeleted = "workflow-pod-deleted"
 )
 
 // Causes of EventKilled.
@@ -77,6 +84,11 @@ type Event struct {
 	Job   int64
 	Node  string
 	Cause string
+	// Hooked, on EventJobCompleted, says the job ran through the container hook;
+	// Writes is then how many writes the hook made with the runner's token, and
+	// Cause, when the job failed, the hook's or the runner's message.
+	Hooked bool
+	Writes int64
 }
 
 // Options tune the agents.
@@ -94,6 +106,7 @@ type Options struct {
 
 // Agents runs one agent per Running runner pod in a namespace.
 type Agents struct {
+	cfg       *rest.Config
 	kube      kubernetes.Interface
 	namespace string
 	http      *http.Client
@@ -122,7 +135,7 @@ func New(cfg *rest.Config, namespace string, opts Options) (*Agents, error) {
 		return nil, err
 	}
 	return &Agents{
-		kube: kube, namespace: namespace, opts: opts,
+		cfg: cfg, kube: kube, namespace: namespace, opts: opts,
 		http:      &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1000}},
 		running:   map[types.UID]*agentState{},
 		lostNodes: map[string]bool{},
@@ -184,9 +197,18 @@ func (a *Agents) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Workflow pods, wherever the hooks create them: by their label.
+	wfFactory := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = LabelRunnerPod
+	}))
+	if _, err := wfFactory.Core().V1().Pods().Informer().AddEventHandler(a.workflowPodHandler()); err != nil {
+		return err
+	}
 	factory.Start(ctx.Done())
+	wfFactory.Start(ctx.Done())
 	<-ctx.Done()
 	factory.Shutdown()
+	wfFactory.Shutdown()
 	a.wg.Wait()
 	return nil
 }
@@ -259,9 +281,51 @@ func (a *Agents) stop(uid types.UID, cause error) {
 }
 
 // isRunnerPod reports whether p runs a runner: Gantry's label, or a container that
-// may carry ACTIONS_RUNNER_INPUT_JITCONFIG (a pod of another controller).
+// may carry ACTIONS_RUNNER_INPUT_JITCONFIG (a pod of another controller) — and is not
+// a hook's workflow pod, whatever labels its template gave it.
 func isRunnerPod(p *corev1.Pod) bool {
+	if _, workflow := p.Labels[LabelRunnerPod]; workflow {
+		return false
+	}
 	return p.Labels[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue || mayCarryJITConfig(p)
+}
+
+// workflowPodHandler records the life of the hooks' workflow pods.
+func (a *Agents) workflowPodHandler() cache.ResourceEventHandler {
+	var mu sync.Mutex
+	running := map[types.UID]bool{}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if p, ok := obj.(*corev1.Pod); ok {
+				a.record(Event{Pod: p.Labels[LabelRunnerPod], Kind: EventWorkflowPodCreated, At: time.Now(), Node: p.Spec.NodeName})
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			p, ok := obj.(*corev1.Pod)
+			if !ok || p.Status.Phase != corev1.PodRunning {
+				return
+			}
+			mu.Lock()
+			first := !running[p.UID]
+			running[p.UID] = true
+			mu.Unlock()
+			if first {
+				a.record(Event{Pod: p.Labels[LabelRunnerPod], Kind: EventWorkflowPodRunning, At: time.Now(), Node: p.Spec.NodeName})
+			}
+		},
+		DeleteFunc: func(obj any) {
+			p, ok := obj.(*corev1.Pod)
+			if t, tomb := obj.(cache.DeletedFinalStateUnknown); tomb {
+				p, ok = t.Obj.(*corev1.Pod)
+			}
+			if ok {
+				mu.Lock()
+				delete(running, p.UID)
+				mu.Unlock()
+				a.record(Event{Pod: p.Labels[LabelRunnerPod], Kind: EventWorkflowPodDeleted, At: time.Now(), Node: p.Spec.NodeName})
+			}
+		},
+	}
 }
 
 // run is one runner's life: JIT config → online → one job → exit 0.
@@ -332,39 +396,139 @@ func (a *Agents) serve(ctx context.Context, p *corev1.Pod, st *agentState, rc *r
 		if a.opts.Setup != nil {
 			setup = a.opts.Setup(ctx, p, j)
 		}
-		if err := a.runJob(ctx, rc, j, setup); err != nil {
+		jctx, stopRenewing := a.renewing(ctx, rc, j)
+		done, err := a.playJob(jctx, p, rc, j, setup)
+		if rerr := stopRenewing(); rerr != nil && ctx.Err() == nil {
+			return rerr
+		}
+		if err != nil {
 			return err
 		}
-		if err := rc.CompleteJob(ctx, j.ID, j.Conclusion); err != nil {
+		if err := rc.CompleteJob(ctx, j.ID, done.conclusion); err != nil {
 			return fmt.Errorf("completing job %d: %w", j.ID, err)
 		}
-		a.record(Event{Pod: p.Name, Kind: EventJobCompleted, At: time.Now(), Job: j.ID, Node: st.node})
+		a.record(Event{Pod: p.Name, Kind: EventJobCompleted, At: time.Now(), Job: j.ID, Node: st.node,
+			Cause: done.failure, Hooked: done.hooked, Writes: done.writes})
 		st.job.Store(0)
 		return a.exit(ctx, p, 0)
 	}
 }
 
-// runJob waits for setup and then the job's duration, renewing the job every RenewEvery.
-func (a *Agents) runJob(ctx context.Context, rc *runnerapi.Client, j *runnerapi.Job, setup time.Duration) error {
+// played is how a job ended: the conclusion the runner reports, the message of a
+// failure (the hook's or the runner's), whether the container hook ran it, and how many
+// writes the hook made.
+type played struct {
+	conclusion, failure string
+	hooked              bool
+	writes              int64
+}
+
+// ErrJobContainerRequired is the runner's message for a job without `container:` on a
+// runner with ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER=true.
+const ErrJobContainerRequired = "Jobs without a job container are forbidden on this runner, please add a 'container:' to your job or contact your self-hosted runner administrator."
+
+// playJob runs job j. A runner configured for the container hooks (EnvContainerHooks)
+// runs a job with a container or services through the Kubernetes hook — prepare_job,
+// its step, cleanup_job (which the runner runs whatever happened before) — and fails
+// the job when a hook command fails, as the runner does; any other job is waited out.
+// It returns an error only when the runner itself stops.
+func (a *Agents) playJob(ctx context.Context, p *corev1.Pod, rc *runnerapi.Client, j *runnerapi.Job, setup time.Duration) (played, error) {
+	env, hooked, err := hookEnvOf(p)
+	if err != nil {
+		return played{}, err
+	}
+	if hooked && env.requireJobContainer && j.Container == "" {
+		return played{conclusion: simConclusionFailure, failure: ErrJobContainerRequired}, nil
+	}
+	if !hooked || (j.Container == "" && len(j.Services) == 0) {
+		return played{conclusion: j.Conclusion}, a.runJob(ctx, rc, j, setup)
+	}
+	out := played{conclusion: j.Conclusion, hooked: true}
+	h, err := a.newHook(ctx, p, env)
+	if err != nil {
+		if ctx.Err() != nil {
+			return played{}, ctx.Err()
+		}
+		return played{conclusion: simConclusionFailure, failure: err.Error(), hooked: true}, nil
+	}
+	wp, err := h.prepareJob(ctx, j)
+	if err == nil {
+		err = h.runScriptStep(ctx, wp)
+	}
+	if err == nil {
+		if err := a.runJob(ctx, rc, j, setup); err != nil {
+			return played{}, err // the runner's own failure
+		}
+	}
+	if ctx.Err() != nil {
+		// The runner process is gone: nothing cleans up after it but its controller.
+		return played{}, ctx.Err()
+	}
+	if cerr := h.cleanupJob(ctx); err == nil && cerr != nil {
+		err = fmt.Errorf("cleanup_job: %w", cerr)
+	}
+	if err != nil {
+		out.conclusion, out.failure = simConclusionFailure, err.Error()
+	}
+	out.writes = h.writes.Load()
+	return out, ctx.Err()
+}
+
+// simConclusionFailure is GitHub's conclusion of a failed job.
+const simConclusionFailure = "failure"
+
+// runJob waits for setup and then the job's duration.
+func (a *Agents) runJob(ctx context.Context, _ *runnerapi.Client, j *runnerapi.Job, setup time.Duration) error {
 	done := time.NewTimer(setup + j.Duration())
 	defer done.Stop()
-	var renew <-chan time.Time
-	if a.opts.RenewEvery > 0 {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-done.C:
+		return nil
+	}
+}
+
+// errRenew is the cause of a job's context ended by a failed renewal.
+type errRenew struct{ err error }
+
+func (e *errRenew) Error() string { return e.err.Error() }
+
+// renewing returns a context of ctx within which the runner renews job j every
+// RenewEvery, as the actions runner renews its job lock for as long as it has the job
+// — through the container hook's commands too — and a stop function that ends it and
+// returns the renewal's error, if one failed.
+func (a *Agents) renewing(ctx context.Context, rc *runnerapi.Client, j *runnerapi.Job) (context.Context, func() error) {
+	if a.opts.RenewEvery <= 0 {
+		return ctx, func() error { return nil }
+	}
+	jctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
 		t := time.NewTicker(a.opts.RenewEvery)
 		defer t.Stop()
-		renew = t.C
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-done.C:
-			return nil
-		case <-renew:
-			if err := rc.RenewJob(ctx, j.ID); err != nil && ctx.Err() == nil {
-				return fmt.Errorf("renewing job %d: %w", j.ID, err)
+		for {
+			select {
+			case <-jctx.Done():
+				return
+			case <-t.C:
+				if err := rc.RenewJob(jctx, j.ID); err != nil && jctx.Err() == nil {
+					cancel(&errRenew{fmt.Errorf("renewing job %d: %w", j.ID, err)})
+					return
+				}
 			}
 		}
+	}()
+	return jctx, func() error {
+		var re *errRenew
+		failed := errors.As(context.Cause(jctx), &re)
+		cancel(nil)
+		<-done
+		if failed {
+			return re.err
+		}
+		return nil
 	}
 }
 

@@ -44,8 +44,8 @@ func newWorld(t *testing.T, lost time.Duration) *world {
 }
 
 // runnerPod registers runner name on the simulator, stores its JIT config in a Secret
-// and creates its pod, Running on node.
-func (w *world) runnerPod(name, node string) {
+// and creates its pod, changed by mutate, Running on node.
+func (w *world) runnerPod(name, node string, mutate ...func(*corev1.Pod)) {
 	w.t.Helper()
 	ctx := w.t.Context()
 	cfg, err := w.sim.GenerateJITConfig(simgithub.JITSpec{Scope: "acme", Name: name, Labels: []string{"self-hosted", "linux"}, GroupID: 1})
@@ -58,6 +58,9 @@ func (w *world) runnerPod(name, node string) {
 		Data: map[string][]byte{runner.JITConfigKey: []byte(cfg.Encode())}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: labels},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: v1alpha1.RunnerContainerName, Image: "runner"}}}}
+	for _, m := range mutate {
+		m(pod)
+	}
 	for _, o := range []client.Object{secret, pod} {
 		if err := env.Client.Create(ctx, o); err != nil {
 			w.t.Fatal(err)

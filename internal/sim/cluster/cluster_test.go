@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,14 +65,50 @@ func TestClusterRunsAndCompletesAPod(t *testing.T) {
 	if n := tokenVolumes(optOut); n != 0 {
 		t.Errorf("a pod with automountServiceAccountToken: false was given %d token volumes", n)
 	}
+	// A pod with an image of the registry that never answers waits in
+	// ImagePullBackOff; its other containers run.
+	unpullable := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "unpullable"},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{
+			{Name: "job", Image: UnpullableRegistry + "/node:22"}, {Name: "postgres", Image: "postgres:17"}}},
+	}
+	if err := c.Client.Create(ctx, unpullable); err != nil {
+		t.Fatal(err)
+	}
 	running := waitPhase(corev1.PodRunning)
+	tookRunning := time.Since(created)
+	type state struct{ Name, Waiting, Message string }
+	var got []state
+	var phase corev1.PodPhase
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		p := &corev1.Pod{}
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(unpullable), p); err != nil {
+			t.Fatal(err)
+		}
+		got, phase = nil, p.Status.Phase
+		for _, cs := range p.Status.ContainerStatuses {
+			s := state{Name: cs.Name}
+			if w := cs.State.Waiting; w != nil {
+				s.Waiting, s.Message = w.Reason, w.Message
+			}
+			got = append(got, s)
+		}
+		if len(got) > 0 {
+			break
+		}
+	}
+	want := []state{{Name: "job", Waiting: "ImagePullBackOff",
+		Message: `Back-off pulling image "unpullable.invalid/node:22": ErrImagePull: failed to resolve reference: lookup unpullable.invalid: no such host`}, {Name: "postgres"}}
+	if diff := cmp.Diff(want, got); diff != "" || phase != corev1.PodPending {
+		t.Errorf("pod with an unpullable image: phase %s, container states (-want +got):\n%s", phase, diff)
+	}
 	if running.Spec.NodeName == "" {
 		t.Error("a Running pod was never scheduled")
 	}
-	if took := time.Since(created); took < 500*time.Millisecond {
+	if took := tookRunning; took < 500*time.Millisecond {
 		t.Errorf("pod Running after %s, before the configured start delay", took)
 	}
-	t.Logf("pod scheduled on %s and Running after %s", running.Spec.NodeName, time.Since(created).Round(time.Millisecond))
+	t.Logf("pod scheduled on %s and Running after %s", running.Spec.NodeName, tookRunning.Round(time.Millisecond))
 
 	patch := client.MergeFrom(running.DeepCopy())
 	running.Annotations = map[string]string{AnnotationExitCode: "0"}

@@ -14,6 +14,15 @@ import (
 // terminate the runner container with that exit code: "0" → Succeeded, else Failed.
 const AnnotationExitCode = "sim.gantry.dev/exit-code"
 
+// UnpullableRegistry is the simulated cluster's registry that never answers: a pod
+// with a container image under it (UNPULLABLE/name:tag) stays Pending, that container
+// waiting in ImagePullBackOff, as a kubelet keeps a pod whose image cannot be pulled.
+// (.invalid is a name that never resolves.)
+const UnpullableRegistry = "unpullable.invalid"
+
+// Unpullable reports whether image is one the simulated cluster never pulls.
+func Unpullable(image string) bool { return strings.HasPrefix(image, UnpullableRegistry+"/") }
+
 // runnerExitStage is Gantry's own kwok stage: a Running pod whose agent finished.
 const runnerExitStage = `apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -54,6 +63,72 @@ spec:
       phase: {{ if eq $code "0" }}Succeeded{{ else }}Failed{{ end }}
 `
 
+// unpullableQuery is kwok's query (jq) for the images of a pod's containers under
+// UnpullableRegistry: nothing when every image pulls.
+const unpullableQuery = `.spec.containers.[] | select(.image | startswith("` + UnpullableRegistry + `/")) | .image`
+
+// imagePullBackOffStage is Gantry's kwok stage for a pod with an image that never
+// pulls: Pending, that container waiting in ImagePullBackOff (the others running), as a
+// kubelet leaves it (hasPrefix is sprig's, which kwok's templates have); kwok's pod-ready stage skips such a pod (writeStages).
+const imagePullBackOffStage = `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: gantry-image-pull-backoff
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Pending'
+    - key: '` + unpullableQuery + `'
+      operator: 'Exists'
+    - key: '.status.containerStatuses.[] | select(.state.waiting.reason == "ImagePullBackOff") | .name'
+      operator: 'DoesNotExist'
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: Initialized
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "False"
+        reason: ContainersNotReady
+        type: Ready
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "False"
+        reason: ContainersNotReady
+        type: ContainersReady
+      containerStatuses:
+      {{ range .spec.containers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        restartCount: 0
+        {{ if hasPrefix "` + UnpullableRegistry + `/" .image }}
+        ready: false
+        started: false
+        state:
+          waiting:
+            reason: ImagePullBackOff
+            message: {{ printf "Back-off pulling image %q: ErrImagePull: failed to resolve reference: lookup ` + UnpullableRegistry + `: no such host" .image | Quote }}
+        {{ else }}
+        ready: true
+        started: true
+        state:
+          running:
+            startedAt: {{ $now | Quote }}
+        {{ end }}
+      {{ end }}
+      phase: Pending
+      startTime: {{ $now | Quote }}
+`
+
 // writeStages writes kwok's stage file: the default node and pod stages shipped with
 // kwok (from hack/k8s-bins.sh), pod-ready delayed by podStart, and Gantry's exit stage.
 func writeStages(defaults, out string, podStart time.Duration) error {
@@ -75,9 +150,18 @@ func writeStages(defaults, out string, podStart time.Duration) error {
 		if name == "pod-complete" {
 			continue // completes Job pods only; runner pods end through gantry-runner-exit
 		}
-		if name == "pod-ready" && podStart > 0 {
+		if name == "pod-ready" {
 			spec, _ := st["spec"].(map[string]any)
-			spec["delay"] = map[string]any{"durationMilliseconds": podStart.Milliseconds()}
+			if podStart > 0 {
+				spec["delay"] = map[string]any{"durationMilliseconds": podStart.Milliseconds()}
+			}
+			// A pod with an image that never pulls never runs: gantry-image-pull-backoff.
+			sel, _ := spec["selector"].(map[string]any)
+			exprs, _ := sel["matchExpressions"].([]any)
+			if sel == nil {
+				return fmt.Errorf("kwok's pod-ready stage has no selector")
+			}
+			sel["matchExpressions"] = append(exprs, map[string]any{"key": unpullableQuery, "operator": "DoesNotExist"})
 		}
 		b, err := yaml.Marshal(st)
 		if err != nil {
@@ -85,7 +169,7 @@ func writeStages(defaults, out string, podStart time.Duration) error {
 		}
 		docs = append(docs, string(b))
 	}
-	docs = append(docs, runnerExitStage)
+	docs = append(docs, runnerExitStage, imagePullBackOffStage)
 	var buf bytes.Buffer
 	for i, d := range docs {
 		if i > 0 {

@@ -171,6 +171,11 @@ type JobSpec struct {
 	Actor    string `json:"actor,omitempty"`
 	// Conclusion is what the runner reports (default success).
 	Conclusion string `json:"conclusion,omitempty"`
+	// Container is the image of the job's container (`container:` in the workflow),
+	// empty for a job that runs on the runner itself.
+	Container string `json:"container,omitempty"`
+	// Services are the job's service containers (`services:`), name → image.
+	Services map[string]string `json:"services,omitempty"`
 }
 
 // RunSpec queues a workflow run: its Jobs, plus Matrix copies of Template named
@@ -187,21 +192,23 @@ type RunSpec struct {
 
 // Job is a job and its timeline.
 type Job struct {
-	ID         int64           `json:"id"`
-	RunID      int64           `json:"run_id"`
-	Repo       string          `json:"repo"`
-	Name       string          `json:"name"`
-	Labels     []string        `json:"labels"`
-	Status     string          `json:"status"`
-	Conclusion string          `json:"conclusion,omitempty"`
-	RunnerID   int64           `json:"runner_id,omitempty"`
-	RunnerName string          `json:"runner_name,omitempty"`
-	Duration   Duration        `json:"duration"`
-	QueuedAt   time.Time       `json:"queued_at"`
-	AssignedAt *time.Time      `json:"assigned_at,omitempty"`
-	StartedAt  *time.Time      `json:"started_at,omitempty"`
-	DoneAt     *time.Time      `json:"completed_at,omitempty"`
-	Timeline   []TimelineEvent `json:"timeline"`
+	ID         int64             `json:"id"`
+	RunID      int64             `json:"run_id"`
+	Repo       string            `json:"repo"`
+	Name       string            `json:"name"`
+	Labels     []string          `json:"labels"`
+	Status     string            `json:"status"`
+	Conclusion string            `json:"conclusion,omitempty"`
+	RunnerID   int64             `json:"runner_id,omitempty"`
+	RunnerName string            `json:"runner_name,omitempty"`
+	Duration   Duration          `json:"duration"`
+	Container  string            `json:"container,omitempty"`
+	Services   map[string]string `json:"services,omitempty"`
+	QueuedAt   time.Time         `json:"queued_at"`
+	AssignedAt *time.Time        `json:"assigned_at,omitempty"`
+	StartedAt  *time.Time        `json:"started_at,omitempty"`
+	DoneAt     *time.Time        `json:"completed_at,omitempty"`
+	Timeline   []TimelineEvent   `json:"timeline"`
 }
 
 // Run is a queued workflow run.

@@ -348,3 +348,25 @@ func TestAdminAPI(t *testing.T) {
 		t.Errorf("faults = %s", raw)
 	}
 }
+
+// A job's container and services reach its runner as they were queued, and the
+// simulator refuses a service without an image.
+func TestJobContainersReachTheRunner(t *testing.T) {
+	w := newWorld(t, worldOpts{})
+	spec := JobSpec{Repo: "acme/app", Labels: []string{"x"}, Container: "node:22", Services: map[string]string{"db": "postgres:17", "cache": "redis:7"}}
+	queued := must(w.sim.QueueJob(spec))
+	if diff := cmp.Diff(spec.Services, queued.Services); diff != "" || queued.Container != spec.Container {
+		t.Errorf("queued job: container %q, services (-want +got):\n%s", queued.Container, diff)
+	}
+	c := runnerapi.NewClient(w.addRunner(t, runnerSpec{scope: "acme", name: "a", labels: []string{"x"}}), nil)
+	j, err := c.NextJob(t.Context(), 0)
+	if err != nil || j == nil {
+		t.Fatalf("NextJob = %+v, %v", j, err)
+	}
+	if diff := cmp.Diff(spec.Services, j.Services); diff != "" || j.Container != spec.Container {
+		t.Errorf("the runner's job: container %q, services (-want +got):\n%s", j.Container, diff)
+	}
+	if _, err := w.sim.QueueJob(JobSpec{Repo: "acme/app", Labels: []string{"x"}, Services: map[string]string{"db": ""}}); err == nil {
+		t.Error("a service without an image was queued")
+	}
+}

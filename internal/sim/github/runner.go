@@ -1,6 +1,7 @@
 package github
 
 import (
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -205,7 +206,8 @@ func (s *Sim) runnerNextJob(w http.ResponseWriter, r *http.Request, rn *runner) 
 		}
 		if j := rn.job; j != nil && j.status != StatusCompleted {
 			out := runnerapi.Job{ID: j.id, RunID: j.run.id, Name: j.name, WorkflowName: j.run.name,
-				Repository: j.repo().fullName(), Labels: j.labels, DurationMS: j.duration.Milliseconds(), Conclusion: j.conclude}
+				Repository: j.repo().fullName(), Labels: j.labels, DurationMS: j.duration.Milliseconds(), Conclusion: j.conclude,
+				Container: j.container, Services: maps.Clone(j.services)}
 			s.unlock()
 			writeJSON(w, http.StatusOK, out)
 			return nil

@@ -385,7 +385,9 @@ type job struct {
 	lower      []string // lower-case, deduplicated, sorted
 	labelKey   string
 	duration   time.Duration
-	conclude   string // conclusion the runner reports
+	conclude   string            // conclusion the runner reports
+	container  string            // the job container's image, "" for none
+	services   map[string]string // service name → image
 	status     string
 	conclusion string
 	runner     *runner

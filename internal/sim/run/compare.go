@@ -59,6 +59,13 @@ type Figures struct {
 	IdleActionsServiceCallsPerMinute        *float64 `json:"idle_actions_service_calls_per_minute,omitempty"`
 	IdleActionsServiceCallsPerMinutePerPool *float64 `json:"idle_actions_service_calls_per_minute_per_pool,omitempty"`
 	IdleRESTCallsPerMinute                  *float64 `json:"idle_rest_calls_per_minute,omitempty"`
+	// Container jobs (report.json's container_jobs): workflow and runner pod start p99,
+	// the failed container jobs that ended no sooner than the hook's own timeout, and
+	// the hooks' writes per job they ran.
+	WorkflowPodStartP99 *float64 `json:"workflow_pod_start_p99,omitempty"`
+	RunnerPodStartP99   *float64 `json:"runner_pod_start_p99,omitempty"`
+	ContainerJobsSlow   *int     `json:"container_jobs_failed_slow,omitempty"`
+	HookWritesPerJob    *float64 `json:"hook_writes_per_job,omitempty"`
 	// Conditions, not compared: the pool's demand source (absent: Webhook, the only
 	// one before), when, on how many CPUs, under what load (1-minute average at the
 	// start and the end of the run).
@@ -97,6 +104,11 @@ func FiguresOf(r *Report) Figures {
 	}
 	if r.JobsTotal > 0 && r.Controller.Processes > 0 {
 		f.CPUMsPerJob = val(r.ControllerCPUPerJob)
+	}
+	if c := r.ContainerJobs; c != nil {
+		slow := len(c.JobsFailed) - c.JobsFailedFast
+		f.WorkflowPodStartP99, f.RunnerPodStartP99 = val(c.WorkflowPodStart.P99), val(c.RunnerPodStart.P99)
+		f.ContainerJobsSlow, f.HookWritesPerJob = &slow, val(c.HookWritesPerJob)
 	}
 	if s := r.Sessions; s != nil {
 		f.SessionsOpenSeconds = val(-1)
@@ -181,6 +193,10 @@ var figures = []figure{
 	{name: "idle: Actions service calls/min", value: func(f Figures) *float64 { return f.IdleActionsServiceCallsPerMinute }},
 	{name: "idle: Actions service calls/min per pool", value: func(f Figures) *float64 { return f.IdleActionsServiceCallsPerMinutePerPool }},
 	{name: "idle: REST calls/min", value: func(f Figures) *float64 { return f.IdleRESTCallsPerMinute }},
+	{name: "workflow pod start p99 (s)", value: func(f Figures) *float64 { return f.WorkflowPodStartP99 }},
+	{name: "runner pod start p99 (s)", value: func(f Figures) *float64 { return f.RunnerPodStartP99 }},
+	{name: "container jobs failed slow", value: func(f Figures) *float64 { return intPtr(f.ContainerJobsSlow) }},
+	{name: "hook writes per job", value: func(f Figures) *float64 { return f.HookWritesPerJob }},
 }
 
 // constFloor is a floor known by construction, in a run that measured the floor: the
@@ -252,6 +268,12 @@ type Target struct {
 // listener that polls without waiting out the hold or opens its session again and
 // again. burst-scalesets-50's burst lands on 50 of 200 pools, 10 jobs each: every job
 // is picked up and nothing is left over, whichever pool it named.
+//
+// container-jobs runs its burst through the Kubernetes hook (issue 28): every job
+// picked up, no workflow pod or hook Secret left over, each job with an image that
+// never pulls ended before the hook's own timeout (prepareJobTimeout), and workflow
+// pods, which start like runner pods in the simulated cluster (1 s), started within a
+// few seconds at p99 under the burst.
 var Targets = []Target{
 	{Scenario: "burst", Figure: "reaction p99 (s)", Max: 1.5, OfFloor: true},
 	{Scenario: "burst", Figure: "pickup p99 (s)", Max: 1.15, OfFloor: true},
@@ -282,6 +304,10 @@ var Targets = []Target{
 	{Scenario: "faults", Figure: "jobs lost (faults)", Max: 0},
 	{Scenario: "faults", Figure: "left over", Max: 0},
 	{Scenario: "faults", Figure: "busy runners killed", Max: 0},
+	{Scenario: "container-jobs", Figure: "jobs never picked up", Max: 0},
+	{Scenario: "container-jobs", Figure: "left over", Max: 0},
+	{Scenario: "container-jobs", Figure: "container jobs failed slow", Max: 0},
+	{Scenario: "container-jobs", Figure: "workflow pod start p99 (s)", Max: 5},
 }
 
 // Verdict is a target judged on a run's figures.

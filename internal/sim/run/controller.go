@@ -51,7 +51,7 @@ func newController(opts Options, sc Scenario, kubeconfig, webhookAddr string, me
 		"--webhook-bind-address=" + webhookAddr,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
-		"--namespaces=" + namespace,
+		"--namespaces=" + strings.Join(sc.watchedNamespaces(), ","),
 		"--resync-interval=" + resync.String(),
 		"--github-allow-http",
 	}
@@ -194,7 +194,7 @@ func scrapeKubeRequests(url string) map[string]int64 {
 	return parseKubeRequests(text)
 }
 
-// scrapeGauge reads an unlabelled metric (go_goroutines) from the controller's metrics
+// scrapeGauge reads an unlabeled metric (go_goroutines) from the controller's metrics
 // endpoint.
 func scrapeGauge(url, name string) (float64, error) {
 	text, err := scrapeMetrics(url)
@@ -231,7 +231,7 @@ func scrapeMetrics(url string) (string, error) {
 	return string(body), nil
 }
 
-// parseGauge reads the value of the unlabelled metric name in Prometheus text.
+// parseGauge reads the value of the unlabeled metric name in Prometheus text.
 func parseGauge(text, name string) (float64, bool) {
 	for _, line := range strings.Split(text, "\n") {
 		rest, ok := strings.CutPrefix(line, name+" ")

@@ -131,7 +131,7 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 		calls: w.sim.CallCounts(), deliveries: w.sim.Deliveries(), samples: smp.samples(), finished: finished, lastJobDone: lastDone,
 		drained: drained, drainedAt: drainedAt, injections: injections, lostNodePods: lostNodePods,
 		leftover: leftovers(ctx, w.cl.Client, w.sim), cpu: processCPU(),
-		sessions: sessions, idle: idle, caches: caches,
+		sessions: sessions, idle: idle, caches: caches, runnerFailures: w.runners.failed(),
 	}
 	in.controller = w.ctrl.stop()
 	if in.controller.Processes > 0 {

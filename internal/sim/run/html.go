@@ -88,7 +88,7 @@ var htmlReport = template.Must(template.New("report").Funcs(template.FuncMap{
 <style>
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222;max-width:1000px}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:left}
-td.n{text-align:right;font-variant-numeric:tabular-nums}
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}.nw{white-space:nowrap}
 .met{color:#2b7a2b}.missed{color:#b52b27;font-weight:600}
 svg{background:#fafafa;border:1px solid #ddd;display:block;margin:.3em 0}
 svg text{font:11px system-ui,sans-serif;fill:#444}
@@ -153,12 +153,25 @@ floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared m
 <tr><th>controller's Kubernetes API writes per job</th><td>{{.KubeWritesPerJob}} (requests by method: {{range $k, $v := .Controller.KubeAPIRequests}}{{$k}} {{$v}} {{end}})</td></tr>
 {{with .KubeAPI}}<tr><th>controller's requests, as the kube-apiserver recorded them</th><td>writes per job {{.WritesPerJob}}, uncached reads per job {{.UncachedReadsPerJob}}; pool status writes {{.PoolStatusWrites}} ({{.PoolStatusWritesPerSecond}}/s per pool while jobs ran, {{.PoolStatusWritesPeak}}/s in the busiest 10 s)<br>{{range $k, $v := .Requests}}{{$k}} {{$v}}; {{end}}</td></tr>{{end}}
 {{with .KubeAPI}}<tr><th>garbage collector's deletes on the controller's behalf</th><td>{{.CollectorDeletesPerJob}} per job ({{range $k, $v := .CollectorDeletes}}{{$k}} {{$v}}; {{end}}); every write on the controller's behalf: {{.AllWritesPerJob}} per job</td></tr>{{end}}
-<tr><th>left over</th><td>runners {{.Leftover.Runners}}, pods {{.Leftover.Pods}}, secrets {{.Leftover.Secrets}}, GitHub runners {{.Leftover.GitHubRunners}}</td></tr>
+<tr><th>left over</th><td>runners {{.Leftover.Runners}}, pods {{.Leftover.Pods}}, secrets {{.Leftover.Secrets}}, GitHub runners {{.Leftover.GitHubRunners}}{{if .ContainerJobs}}, workflow pods {{.Leftover.WorkflowPods}}, hook Secrets {{.Leftover.HookSecrets}}{{end}}</td></tr>
 <tr><th>busy runners killed</th><td>{{.BusyRunnersKilled}}</td></tr>
 <tr><th>controller</th><td>{{printf "%.1f" .Controller.CPUSeconds}} CPU-seconds ({{.ControllerCPUPerJob}} ms per job), peak RSS {{printf "%.0f" .PeakRSSMiB}} MiB, {{.Controller.Processes}} process(es)</td></tr>
 <tr><th>CPU-seconds by process</th><td>{{range $k, $v := .CPUSeconds}}{{$k}} {{printf "%.1f" $v}}; {{end}}</td></tr>
 <tr><th>host</th><td>{{.Host.CPUs}} CPUs, load average {{index .Host.LoadAvgStart 0}} at the start, {{index .Host.LoadAvgEnd 0}} at the end</td></tr>
 </table>
+{{with .ContainerJobs}}<h2>Container jobs</h2>
+<p>The pool runs in Kubernetes mode: each job's container and services ran in a workflow pod that the runner's container hook created in namespace <code>{{.Namespace}}</code>, with the runner pod's own ServiceAccount token.</p>
+<table>
+<tr><th>jobs run through the hook</th><td class="n">{{.JobsHooked}}</td><td>{{.WorkflowPods}} workflow pods created</td></tr>
+<tr><th>workflow pod start (s)</th><td class="n">{{.WorkflowPodStart.P50}} / {{.WorkflowPodStart.P99}}</td><td>p50 / p99, created → Running (max {{.WorkflowPodStart.Max}})</td></tr>
+<tr><th>runner pod start (s)</th><td class="n">{{.RunnerPodStart.P50}} / {{.RunnerPodStart.P99}}</td><td>p50 / p99, measured alike (max {{.RunnerPodStart.Max}})</td></tr>
+<tr><th>failed jobs</th><td class="n">{{len .JobsFailed}}</td><td>{{.JobsFailedFast}} ended before the hook's own timeout of {{.PrepareJobTimeoutSeconds}} s (the pool's image pull grace period: {{.ImagePullGracePeriodSeconds}} s)</td></tr>
+<tr><th>left over</th><td class="n">{{$.Leftover.WorkflowPods}} / {{$.Leftover.HookSecrets}}</td><td>workflow pods / hook Secrets, in any namespace, after the pool drained</td></tr>
+<tr><th>Kubernetes writes per job</th><td class="n">{{.KubeWritesPerJob}}</td><td>the controller's {{$.KubeWritesPerJob}} and the hooks' ({{.HookWritesPerJob}} per job they ran: permission reviews, pods, Secrets, execs, deletes)</td></tr>
+</table>
+{{if .JobsFailed}}<table><tr><th>job</th><th>image</th><th>runner</th><th>ended after (s)</th><th>reason</th></tr>
+{{range .JobsFailed}}<tr><td>{{.Job}}</td><td class="nw"><code>{{.Image}}</code></td><td class="nw">{{.Runner}}</td><td class="n">{{.Seconds}}</td><td>{{.Reason}}</td></tr>
+{{end}}</table>{{end}}{{end}}
 {{with .Caches}}<h2>Cache</h2>
 <p>{{if .Enabled}}The pool's cache{{else}}<strong>No cache</strong>: the same jobs, every setup cold{{end}}. Rates over the {{.Jobs}} jobs queued after the first {{.WarmUpSeconds}} s (the warm-up).</p>
 <table>

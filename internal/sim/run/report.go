@@ -34,7 +34,8 @@ import (
 // out of every other REST figure. Version 9 added watchers_cut and floor.watchers_cut.
 // Version 10 added kube_api.collector_deletes, kube_api.collector_deletes_per_job,
 // kube_api.all_writes_per_job and kube_api_writes_per_job_with_collector.
-const SchemaVersion = 10
+// Version 11 added container_jobs and leftover.workflow_pods and leftover.hook_secrets.
+const SchemaVersion = 11
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -50,10 +51,16 @@ type Leftover struct {
 	Pods          int `json:"pods"`
 	Secrets       int `json:"secrets"`
 	GitHubRunners int `json:"github_runners"`
+	// WorkflowPods and HookSecrets are the container hooks' pods and Secrets (labeled
+	// runner-pod), in any namespace.
+	WorkflowPods int `json:"workflow_pods"`
+	HookSecrets  int `json:"hook_secrets"`
 }
 
 // Total is everything left over.
-func (l Leftover) Total() int { return l.Runners + l.Pods + l.Secrets + l.GitHubRunners }
+func (l Leftover) Total() int {
+	return l.Runners + l.Pods + l.Secrets + l.GitHubRunners + l.WorkflowPods + l.HookSecrets
+}
 
 // Controller is the resource use of the controller's processes (more than one when
 // a fault killed it), from the kernel's accounting when each exited.
@@ -81,7 +88,9 @@ type BusyRunnerKill struct {
 	Job  int64   `json:"job"`
 	Node string  `json:"node"`
 	T    float64 `json:"t"`
-	// Cause is pod-deleted (counted in busy_runners_killed) or node-lost (a fault).
+	// Cause is pod-deleted (counted in busy_runners_killed), node-lost (a fault) or
+	// workflow-pod-failed (Gantry ended the runner: its job's workflow pod could not
+	// start).
 	Cause string `json:"cause"`
 }
 
@@ -174,6 +183,8 @@ type Report struct {
 	WatchersCut *int          `json:"watchers_cut,omitempty"`
 	Faults      *FaultsReport `json:"faults,omitempty"`
 	Caches      *CacheReport  `json:"caches,omitempty"`
+	// ContainerJobs: a Kubernetes-mode pool's container jobs (Scenario.ContainerJobs).
+	ContainerJobs *ContainerJobsReport `json:"container_jobs,omitempty"`
 	// Warm: pickup and its cost after a predictive pool's warm-up (spec.warm, steady
 	// arrivals only).
 	Warm               *WarmReport  `json:"warm,omitempty"`
@@ -220,6 +231,7 @@ type reportInputs struct {
 	sessions               *Sessions
 	idle                   *IdleReport
 	caches                 *cacheInputs
+	runnerFailures         map[string]string // failed Runners' reason and message, by name
 }
 
 func buildReport(sc Scenario, in reportInputs) *Report {
@@ -247,7 +259,7 @@ func buildReport(sc Scenario, in reportInputs) *Report {
 		q := quantiles(d)
 		r.WebhookDelivery = &q
 	}
-	lostWithNode := r.countKills(in.events, in.injections, start)
+	lostWithNode := r.countKills(in.events, in.injections, start, workflowPodFailures(in.runnerFailures))
 	r.countCalls(in, sc.pools())
 	if in.drained && !in.lastJobDone.IsZero() {
 		r.DrainSeconds = round1(in.drainedAt.Sub(in.lastJobDone).Seconds())
@@ -255,6 +267,7 @@ func buildReport(sc Scenario, in reportInputs) *Report {
 	if sc.Faults != nil {
 		r.Faults = faultsReport(r, in, failedRunnerLost, lostWithNode)
 	}
+	r.ContainerJobs = containerJobsReport(sc, in.jobs, in.events, in.runnerFailures, r.KubeWritesPerJob)
 	if sc.Trace != nil {
 		r.Trace = traceReport(sc)
 	}
@@ -380,8 +393,11 @@ func runnerUse(events []agent.Event) (created int, idleSeconds float64) {
 
 // countKills records the runner processes that died mid-job and counts, as busy
 // runners killed, those a node loss of the fault schedule did not cause (the pod
-// deleted under the runner, by Gantry or anyone). It returns the others' number.
-func (r *Report) countKills(events []agent.Event, injections []fault.Injection, start time.Time) (lostWithNode int) {
+// deleted under the runner, by Gantry or anyone) and that Gantry did not end because
+// their job's workflow pod could not start (jobLost: runner pods by name, the job
+// failed fast on purpose: container_jobs.jobs_failed). It returns the node losses'
+// number.
+func (r *Report) countKills(events []agent.Event, injections []fault.Injection, start time.Time, jobLost map[string]bool) (lostWithNode int) {
 	lostAt := map[string]time.Time{}
 	for _, inj := range injections {
 		if inj.Kind == fault.KindNodeLost && inj.Node != "" {
@@ -393,14 +409,36 @@ func (r *Report) countKills(events []agent.Event, injections []fault.Injection, 
 			continue
 		}
 		k := BusyRunnerKill{Pod: e.Pod, Job: e.Job, Node: e.Node, T: round1(e.At.Sub(start).Seconds()), Cause: e.Cause}
+		if jobLost[e.Pod] && e.Cause == agent.CausePodDeleted {
+			k.Cause = causeWorkflowPodFailed
+		}
 		r.BusyRunnerKills = append(r.BusyRunnerKills, k)
 		if at, lost := lostAt[e.Node]; e.Cause == agent.CauseNodeLost || (lost && !e.At.Before(at)) {
 			lostWithNode++
 			continue
 		}
+		if k.Cause == causeWorkflowPodFailed {
+			continue
+		}
 		r.BusyRunnersKilled++
 	}
 	return lostWithNode
+}
+
+// causeWorkflowPodFailed is the cause of a busy runner kill by Gantry ending a runner
+// whose job's workflow pod could not start.
+const causeWorkflowPodFailed = "workflow-pod-failed"
+
+// workflowPodFailures are the runners Gantry failed because their workflow pod could
+// not start (a WorkflowPod… reason), by name.
+func workflowPodFailures(failures map[string]string) map[string]bool {
+	out := map[string]bool{}
+	for name, f := range failures {
+		if reason, _, _ := strings.Cut(f, ":"); strings.HasPrefix(reason, "WorkflowPod") {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // countCalls sums the GitHub calls (REST and Actions service apart), the controller's

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"time"
 
@@ -20,10 +21,13 @@ import (
 // pods' times it splits the controller's reaction into the pool's (job → Runner) and
 // the Runner's (Runner → pod).
 type runnerWatch struct {
-	mu    sync.Mutex
-	seen  []time.Time
-	store toolscache.Store
-	sync  toolscache.InformerSynced
+	mu   sync.Mutex
+	seen []time.Time
+	// failures are the reasons and messages of the Runners that failed, by name (the
+	// runner pod's name).
+	failures map[string]string
+	store    toolscache.Store
+	sync     toolscache.InformerSynced
 }
 
 func watchRunners(ctx context.Context, cfg *rest.Config) (*runnerWatch, error) {
@@ -41,14 +45,16 @@ func watchRunners(ctx context.Context, cfg *rest.Config) (*runnerWatch, error) {
 			return c.Watch(ctx, &v1alpha1.RunnerList{}, client.InNamespace(namespace), &client.ListOptions{Raw: &o})
 		},
 	}
-	rw := &runnerWatch{}
+	rw := &runnerWatch{failures: map[string]string{}}
 	inf := toolscache.NewSharedIndexInformer(lw, &v1alpha1.Runner{}, 0, toolscache.Indexers{})
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) {
+		AddFunc: func(obj any) {
 			rw.mu.Lock()
 			rw.seen = append(rw.seen, time.Now())
 			rw.mu.Unlock()
+			rw.noteFailure(obj)
 		},
+		UpdateFunc: func(_, obj any) { rw.noteFailure(obj) },
 	}); err != nil {
 		return nil, err
 	}
@@ -71,6 +77,26 @@ func (rw *runnerWatch) runners() []*v1alpha1.Runner {
 		}
 	}
 	return out
+}
+
+func (rw *runnerWatch) noteFailure(obj any) {
+	r, ok := obj.(*v1alpha1.Runner)
+	if !ok || r.Status.Reason == "" {
+		return
+	}
+	rw.mu.Lock()
+	rw.failures[r.Name] = r.Status.Reason + ": " + r.Status.Message
+	rw.mu.Unlock()
+}
+
+// failed are the failure reasons and messages of the Runners seen failing, by name.
+func (rw *runnerWatch) failed() map[string]string {
+	if rw == nil {
+		return nil
+	}
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	return maps.Clone(rw.failures)
 }
 
 func (rw *runnerWatch) times() []time.Time {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/sim/cluster"
 	"github.com/gantry-dev/gantry/internal/sim/fault"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 	"github.com/gantry-dev/gantry/internal/sim/trace"
@@ -119,11 +120,37 @@ type Scenario struct {
 	// Faults is played during the workload, from its start (package fault).
 	Faults *fault.Schedule `json:"faults,omitempty"`
 
+	// ContainerJobs, when set, puts the pool in Kubernetes mode (spec.containerMode) and
+	// gives every burst or steady job a job container and services.
+	ContainerJobs *ContainerJobsSpec `json:"container_jobs,omitempty"`
+
 	// Timeout bounds the whole run after the workload starts.
 	Timeout time.Duration `json:"timeout"`
 }
 
 var noLimits = simgithub.RateLimits{Disabled: true}
+
+// jobsNamespace is where a Kubernetes-mode pool's workflow pods run
+// (spec.containerMode.namespace): a namespace of their own, Pod Security baseline.
+const jobsNamespace = "ci-jobs"
+
+// ContainerJobsSpec is a scenario's container jobs and its pool's Kubernetes mode.
+type ContainerJobsSpec struct {
+	// Image is each job's container (`container:`); Services its service containers
+	// (`services:`, name → image).
+	Image    string            `json:"image"`
+	Services map[string]string `json:"services,omitempty"`
+	// UnpullableEvery makes every n-th job's container image one that never pulls (of
+	// cluster.UnpullableRegistry); 0: none.
+	UnpullableEvery int `json:"unpullable_every,omitempty"`
+	// PrepareJobTimeout is containerMode.prepareJobTimeout (0: the API's default), and
+	// ImagePullGracePeriod the pool's recovery.imagePullGracePeriod (0: its default).
+	PrepareJobTimeout    time.Duration `json:"prepare_job_timeout,omitempty"`
+	ImagePullGracePeriod time.Duration `json:"image_pull_grace_period,omitempty"`
+}
+
+// unpullable is image moved to the registry that never answers.
+func unpullable(image string) string { return cluster.UnpullableRegistry + "/" + image }
 
 // FaultsSchedule is the faults scenario's schedule: while jobs arrive steadily, each
 // kind of fault in turn, then the controller killed, then a node lost under busy
@@ -250,6 +277,16 @@ var Scenarios = withScaleSetVariants(map[string]Scenario{
 	},
 	"cache":     cacheScenario,
 	"cache-off": withoutCache(cacheScenario),
+	"container-jobs": {
+		Name: "container-jobs", Description: "a burst of 60 container jobs (container node:22, service postgres:17), 10 s each, on a pool in Kubernetes mode (workflow pods in ci-jobs); every 12th job's image never pulls (prepareJobTimeout 2m, imagePullGracePeriod 15s, failed runners kept 20 s)",
+		Burst: 60, JobDuration: 10 * time.Second, MaxRunners: 100, Nodes: 6,
+		ContainerJobs: &ContainerJobsSpec{Image: "node:22", Services: map[string]string{"db": "postgres:17"}, UnpullableEvery: 12,
+			PrepareJobTimeout: 2 * time.Minute, ImagePullGracePeriod: 15 * time.Second},
+		// A runner Gantry failed for its workflow pod is kept 20 s (not 10 minutes), so
+		// that the pool drains within the run.
+		FailedRunnerRetention: 20 * time.Second,
+		PodStartDelay:         time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
+	},
 }, "burst", "steady")
 
 // withScaleSetVariants adds to scenarios the ScaleSet variant of each of names, derived
@@ -383,7 +420,28 @@ func (s Scenario) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	if cj := s.ContainerJobs; cj != nil {
+		if cj.Image == "" || cj.UnpullableEvery < 0 || cj.PrepareJobTimeout < 0 || cj.ImagePullGracePeriod < 0 {
+			errs = append(errs, errors.New("container_jobs needs an image; unpullable_every, prepare_job_timeout and image_pull_grace_period must not be negative"))
+		}
+		if err := simgithub.ValidateContainers(cj.Image, cj.Services); err != nil {
+			errs = append(errs, fmt.Errorf("container_jobs: %w", err))
+		}
+		if s.Trace != nil {
+			errs = append(errs, errors.New("container_jobs applies to burst and steady jobs, not to a trace (whose jobs say their own containers)"))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// watchedNamespaces are the namespaces the controller watches (--namespaces): the
+// pools', and a Kubernetes-mode pool's containerMode.namespace, where its runners'
+// anchors and workflow pods are.
+func (s Scenario) watchedNamespaces() []string {
+	if s.ContainerJobs != nil {
+		return []string{namespace, jobsNamespace}
+	}
+	return []string{namespace}
 }
 
 // pools is how many pools the scenario creates: Pools, at least 1.
@@ -430,12 +488,14 @@ func (s Scenario) jobLabels() []string {
 }
 
 // hasFloor reports whether a run measures the floor: a burst or steady workload
-// without faults (a trace or a fault schedule has no oracle to compare with) whose
+// without faults or container jobs (a trace or a fault schedule has no oracle to
+// compare with) whose
 // demand comes from webhooks, on one pool. The oracle registers classic JIT runners,
 // and the scale set a ScaleSet pool leaves on the simulator would be assigned the
 // oracle's jobs, which those runners could then never take; and it serves one pool.
 func (s Scenario) hasFloor() bool {
-	return s.Trace == nil && s.Faults == nil && s.demandSource() == v1alpha1.DemandSourceWebhook && s.pools() == 1 &&
+	// The oracle's runners have no hook identity: container jobs have no floor.
+	return s.Trace == nil && s.Faults == nil && s.ContainerJobs == nil && s.demandSource() == v1alpha1.DemandSourceWebhook && s.pools() == 1 &&
 		(s.Burst > 0 || (s.Rate > 0 && s.Steady > 0))
 }
 

@@ -6,14 +6,21 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	containerhooks "github.com/gantry-dev/gantry/config/container-hooks"
+	"github.com/gantry-dev/gantry/internal/controller/runnerpool"
 	"github.com/gantry-dev/gantry/internal/manager"
 	"github.com/gantry-dev/gantry/internal/sim/agent"
 	"github.com/gantry-dev/gantry/internal/sim/cluster"
@@ -207,6 +214,15 @@ func newPool(sc Scenario, simURL, name string) *v1alpha1.RunnerPool {
 		runner := &pool.Spec.Template.Spec.Containers[0]
 		runner.VolumeMounts = append(runner.VolumeMounts, corev1.VolumeMount{Name: c.Name, MountPath: cacheMountPath})
 	}
+	if cj := sc.ContainerJobs; cj != nil {
+		pool.Spec.ContainerMode = &v1alpha1.ContainerModeSpec{Type: v1alpha1.ContainerModeKubernetes, Namespace: jobsNamespace}
+		if cj.PrepareJobTimeout > 0 {
+			pool.Spec.ContainerMode.PrepareJobTimeout = &metav1.Duration{Duration: cj.PrepareJobTimeout}
+		}
+		if cj.ImagePullGracePeriod > 0 {
+			pool.Spec.Recovery.ImagePullGracePeriod = &metav1.Duration{Duration: cj.ImagePullGracePeriod}
+		}
+	}
 	if sc.NodeLostTimeout > 0 {
 		pool.Spec.Recovery.NodeLostTimeout = &metav1.Duration{Duration: sc.NodeLostTimeout}
 	}
@@ -226,14 +242,24 @@ func newPool(sc Scenario, simURL, name string) *v1alpha1.RunnerPool {
 }
 
 // setupNamespaces creates the namespaces, the webhook and GitHub credential Secrets
-// and the pools.
+// and the pools. A Kubernetes-mode pool gets, as its install would give it, its
+// workflow pods' namespace (Pod Security baseline), the gantry-container-hook
+// ClusterRole that the controller binds there and the hook's admission policy.
 func setupNamespaces(ctx context.Context, c client.Client, pools []*v1alpha1.RunnerPool) error {
-	for _, ns := range []string{namespace, systemNamespace} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	namespaces := []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, {ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}}
+	if slices.ContainsFunc(pools, func(p *v1alpha1.RunnerPool) bool { return p.Spec.ContainerMode.IsKubernetes() }) {
+		namespaces = append(namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: jobsNamespace,
+			Labels: map[string]string{"pod-security.kubernetes.io/enforce": "baseline"}}})
+		if err := installContainerHookFence(ctx, c); err != nil {
+			return err
+		}
+	}
+	for _, ns := range namespaces {
+		if err := c.Create(ctx, ns); err != nil {
 			return err
 		}
 		// Pods are admitted once the namespace's default ServiceAccount exists.
-		if err := cluster.WaitForDefaultServiceAccount(ctx, c, ns); err != nil {
+		if err := cluster.WaitForDefaultServiceAccount(ctx, c, ns.Name); err != nil {
 			return err
 		}
 	}
@@ -252,6 +278,50 @@ func setupNamespaces(ctx context.Context, c client.Client, pools []*v1alpha1.Run
 		}
 	}
 	return nil
+}
+
+// installContainerHookFence installs what an install of Gantry brings for Kubernetes
+// mode: the gantry-container-hook ClusterRole the controller binds, and the admission
+// policy (with its binding) on what a hook token may write.
+func installContainerHookFence(ctx context.Context, c client.Client) error {
+	objs, err := containerHookFence()
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// containerHookFence is the ClusterRole, the policy and its binding.
+func containerHookFence() ([]client.Object, error) {
+	objs := []client.Object{&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: runnerpool.ContainerHookClusterRole}, Rules: runnerpool.ContainerHookRules}}
+	for _, doc := range strings.Split(string(containerhooks.AdmissionPolicy), "\n---") {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			return nil, fmt.Errorf("reading the container hook's admission policy: %w", err)
+		}
+		var obj client.Object
+		switch meta.Kind {
+		case "ValidatingAdmissionPolicy":
+			obj = &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		case "ValidatingAdmissionPolicyBinding":
+			obj = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+		default:
+			continue
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			return nil, fmt.Errorf("reading the container hook's %s: %w", meta.Kind, err)
+		}
+		objs = append(objs, obj)
+	}
+	if len(objs) != 3 {
+		return nil, fmt.Errorf("the container hook's admission policy file holds %d objects, want a policy and its binding", len(objs)-1)
+	}
+	return objs, nil
 }
 
 // simNodes loses nodes of the simulated cluster, the runner processes on them first.

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/sim/agent"
 	"github.com/gantry-dev/gantry/internal/sim/fault"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 	"github.com/gantry-dev/gantry/internal/sim/trace"
@@ -31,12 +32,27 @@ type workload struct {
 	spread [][]string
 	trace  *trace.Trace
 	speed  float64
+	// unpullableEvery: every n-th job's container image never pulls (0: none).
+	unpullableEvery int
+}
+
+// jobAt is the template job as the i-th job of the workload (from 0): its container
+// image one that never pulls for every unpullableEvery-th.
+func (wl workload) jobAt(i int) simgithub.JobSpec {
+	j := wl.job
+	if n := wl.unpullableEvery; n > 0 && j.Container != "" && i%n == n-1 {
+		j.Container = unpullable(j.Container)
+	}
+	return j
 }
 
 func (s Scenario) workload() workload {
 	wl := workload{
 		burst: s.Burst, rate: s.Rate, steady: s.Steady, trace: s.Trace, speed: s.TraceSpeed,
 		job: simgithub.JobSpec{Repo: org + "/app", Labels: s.jobLabels(), Duration: simgithub.Duration(s.JobDuration)},
+	}
+	if cj := s.ContainerJobs; cj != nil {
+		wl.job.Container, wl.job.Services, wl.unpullableEvery = cj.Image, cj.Services, cj.UnpullableEvery
 	}
 	if s.Repos > 1 {
 		for _, name := range repoNames(s) {
@@ -57,13 +73,15 @@ func (s Scenario) workload() workload {
 // job, or those jobs one by one with their labels when the burst is spread over pools.
 func (wl workload) burstRun(i, n int) simgithub.RunSpec {
 	run := simgithub.RunSpec{Repo: wl.job.Repo, Workflow: "CI"}
-	if len(wl.spread) == 0 {
+	if len(wl.spread) == 0 && wl.unpullableEvery == 0 {
 		run.Matrix, run.Template = n, wl.job
 		return run
 	}
 	for k := i; k < i+n; k++ {
-		j := wl.job
-		j.Labels = wl.spread[k%len(wl.spread)]
+		j := wl.jobAt(k)
+		if len(wl.spread) > 0 {
+			j.Labels = wl.spread[k%len(wl.spread)]
+		}
 		j.Name = fmt.Sprintf("build (%d)", k+1)
 		run.Jobs = append(run.Jobs, j)
 	}
@@ -123,7 +141,7 @@ func queueWorkload(ctx context.Context, q jobQueue, wl workload, seed uint64, no
 		if !fault.SleepUntil(ctx, next) {
 			return nil, ctx.Err()
 		}
-		spec := wl.job
+		spec := wl.jobAt(len(out))
 		if len(wl.repos) > 0 {
 			spec.Repo = wl.repos[repoRNG.IntN(len(wl.repos))]
 		}
@@ -153,7 +171,7 @@ func replay(ctx context.Context, q jobQueue, wl workload, add func(queuedJob)) e
 		spec := simgithub.JobSpec{
 			Repo: org + "/" + tj.RepoName(), Labels: tj.Labels, Name: tj.Name, Workflow: tj.Workflow, Branch: tj.Branch,
 			Duration:   simgithub.Duration(time.Duration(float64(tj.Duration.Duration()) / speed)),
-			Conclusion: tj.Conclusion,
+			Conclusion: tj.Conclusion, Container: tj.Container, Services: tj.Services,
 		}
 		key := ""
 		if tj.Run != "" {
@@ -230,14 +248,14 @@ func waitJobs(ctx context.Context, sim jobLister, skip, n int, deadline time.Tim
 }
 
 // waitDrained waits until no Runner is left in the cluster nor on GitHub — watched,
-// then confirmed by a List — and no pod or Secret of Gantry's: a finished runner's
-// go with it through the garbage collector.
+// then confirmed by a List — and no pod or Secret of Gantry's nor of the container
+// hooks': a finished runner's go with it through the garbage collector.
 func waitDrained(ctx context.Context, c client.Client, runners *runnerWatch, sim *simgithub.Sim, deadline time.Time) bool {
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if len(runners.runners()) == 0 && len(sim.Runners()) == 0 {
 			var rs v1alpha1.RunnerList
 			if err := c.List(ctx, &rs, client.InNamespace(namespace)); err == nil && len(rs.Items) == 0 {
-				if lo := leftovers(ctx, c, sim); lo.Pods == 0 && lo.Secrets == 0 {
+				if lo := leftovers(ctx, c, sim); lo.Pods == 0 && lo.Secrets == 0 && lo.WorkflowPods == 0 && lo.HookSecrets == 0 {
 					return true
 				}
 			}
@@ -258,9 +276,20 @@ func leftovers(ctx context.Context, c client.Client, sim *simgithub.Sim) Leftove
 	if err := c.List(ctx, &pods, client.InNamespace(namespace), managed); err == nil {
 		lo.Pods = len(pods.Items)
 	}
+	// A Kubernetes-mode runner's anchor pod, in containerMode.namespace.
+	if err := c.List(ctx, &pods, client.MatchingLabels{v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookAnchor}); err == nil {
+		lo.Pods += len(pods.Items)
+	}
 	var secrets corev1.SecretList
 	if err := c.List(ctx, &secrets, client.InNamespace(namespace), managed); err == nil {
 		lo.Secrets = len(secrets.Items)
+	}
+	hooks := client.HasLabels{agent.LabelRunnerPod}
+	if err := c.List(ctx, &pods, hooks); err == nil {
+		lo.WorkflowPods = len(pods.Items)
+	}
+	if err := c.List(ctx, &secrets, hooks); err == nil {
+		lo.HookSecrets = len(secrets.Items)
 	}
 	lo.GitHubRunners = len(sim.Runners())
 	return lo

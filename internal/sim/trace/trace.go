@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 )
 
 // Format is the value of a trace header's "format".
@@ -119,6 +121,11 @@ type Job struct {
 	// Conclusion is what the runner reports: success (default), failure, or the
 	// canceled conclusion in GitHub's spelling.
 	Conclusion string `json:"conclusion,omitempty"`
+	// Container is the image of the job's container (`container:`), Services its
+	// service containers (`services:`, name → image); both optional. GitHub's jobs API
+	// does not say them, so export-trace leaves them out.
+	Container string            `json:"container,omitempty"`
+	Services  map[string]string `json:"services,omitempty"`
 	// Pickup is how long the job waited for a runner when it was recorded, in seconds
 	// (informational: a replay reports it next to what the simulation measured).
 	Pickup *Seconds `json:"pickup,omitempty"`
@@ -174,6 +181,9 @@ func (j Job) Validate() error {
 	case "", "success", "failure", "cancelled": //nolint:misspell // GitHub's spelling
 	default:
 		errs = append(errs, fmt.Errorf("conclusion must be success, failure or cancelled, got %q", j.Conclusion)) //nolint:misspell // GitHub's spelling
+	}
+	if err := simgithub.ValidateContainers(j.Container, j.Services); err != nil {
+		errs = append(errs, err)
 	}
 	for _, f := range []struct{ name, v string }{{"workflow", j.Workflow}, {"name", j.Name}, {"branch", j.Branch}, {"run", string(j.Run)}} {
 		if len(f.v) > 1024 {

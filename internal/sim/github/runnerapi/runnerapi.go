@@ -129,6 +129,11 @@ type Job struct {
 	// Conclusion is what the runner should report when done (success unless the job
 	// was queued to fail).
 	Conclusion string `json:"conclusion"`
+	// Container is the image of the job's container (`container:`), empty for none;
+	// Services its service containers, name → image. A runner configured for the
+	// container hooks runs them through the hooks.
+	Container string            `json:"container,omitempty"`
+	Services  map[string]string `json:"services,omitempty"`
 }
 
 // Duration returns the job's duration.
