@@ -28,6 +28,10 @@ const (
 	// records its whole start. Capped at half the pool's registration timeout, so a
 	// runner that never comes online is still known in time.
 	onlineQueuedCheck = 2 * time.Minute
+	// queuedRecheck is how often a runner that waits on its pool's queue (a deferred
+	// Online check or first status write) looks again whether jobs still wait: once the
+	// queue is empty it no longer expects one, and is checked and written at once.
+	queuedRecheck = 10 * time.Second
 	// onlineListInterval bounds the cost of asking: a scope's runners are listed at most
 	// once per interval for each page the last listing took, so about one request per
 	// interval per scope, however many runners wait.
@@ -54,11 +58,14 @@ func (r *Reconciler) checkOnline(ctx context.Context, s *scope, since time.Time)
 	now := r.Clock.Now()
 	timeout := s.pool.Spec.Recovery.RegistrationTimeoutOrDefault()
 	deadline := since.Add(timeout)
-	first := onlineFirstCheck
+	first, recheck := onlineFirstCheck, time.Duration(0)
 	if r.jobsQueued(s) {
-		first = max(first, min(onlineQueuedCheck, timeout/2))
+		first, recheck = max(first, min(onlineQueuedCheck, timeout/2)), queuedRecheck
 	}
 	if wait := min(first, timeout) - now.Sub(since); wait > 0 {
+		if recheck > 0 {
+			wait = min(wait, recheck) // the queue may empty meanwhile: then ask at once
+		}
 		// Nothing asked yet, so nothing to say: most runners take a job before then, and
 		// their one status write says Busy and Online together. A job's start brings the
 		// runner back sooner (the Tracker wakes it).

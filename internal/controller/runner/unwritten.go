@@ -150,13 +150,16 @@ func (r *Reconciler) writeLater(s *scope) time.Duration {
 	if e == nil {
 		return 0
 	}
-	wait := firstWriteWait
+	wait, recheck := firstWriteWait, time.Duration(0)
 	if r.jobsQueued(s) {
-		wait = firstWriteQueuedWait
+		wait, recheck = firstWriteQueuedWait, queuedRecheck
 	}
 	left := wait - r.Clock.Since(e.since)
 	if left <= 0 {
 		return 0
+	}
+	if recheck > 0 {
+		left = min(left, recheck) // the queue may empty meanwhile: then write at once
 	}
 	stored := s.before.Status.DeepCopy()
 	e.applyTo(stored, s.runner.Name)
