@@ -29,6 +29,10 @@
 //     and that volume's node are read by name (get) to skip a volume pinned to a node
 //     that is gone, NotReady or cordoned; without these rights (a namespaced install)
 //     every volume is taken to be usable.
+//   - NetworkPolicies: the runner policy (internal/controller/netpol) is cached (list,
+//     watch: only Gantry's, by label), written by server-side apply (patch; create
+//     the first time) in every namespace that holds pools, and deleted with the last
+//     pool of its namespace.
 package controller
 
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools,verbs=list;watch;patch
@@ -40,5 +44,6 @@ package controller
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;list
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumes;nodes,verbs=get
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update

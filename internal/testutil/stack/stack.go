@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -43,6 +44,8 @@ type Options struct {
 	ActionsSessionTimeout, ActionsPollHold time.Duration
 	// Clock, if set, is the manager's (manager.Options.Clock).
 	Clock clock.Clock
+	// RunnerNetworkPolicy, if set, is the manager's (manager.Options.RunnerNetworkPolicy).
+	RunnerNetworkPolicy *networkingv1.NetworkPolicy
 }
 
 // Stack is one test's simulator and manager.
@@ -101,6 +104,7 @@ func Start(t *testing.T, env *testenv.Env, ns string, o Options) *Stack {
 	if o.Clock != nil {
 		mopts.Clock = o.Clock
 	}
+	mopts.RunnerNetworkPolicy = o.RunnerNetworkPolicy
 	if o.TLS != nil {
 		mopts.GitHubCABundle, mopts.GitHubAllowHTTP = o.TLS.PEM, false
 	}
