@@ -91,3 +91,17 @@ func TestChartReadmeDocumentsEveryValue(t *testing.T) {
 		}
 	}
 }
+
+// The chart README's object names: release gantry gives gantry and gantry-webhook; a
+// release name that contains "gantry" is used as it is; any other gets -gantry.
+func TestChartObjectNamesAsTheReadmeSays(t *testing.T) {
+	for _, tc := range []struct{ release, deployment, webhook string }{
+		{"gantry", "gantry", "gantry-webhook"},
+		{"ci-gantry", "ci-gantry", "ci-gantry-webhook"},
+		{"ci", "ci-gantry", "ci-gantry-webhook"},
+	} {
+		objs := mustHelmTemplate(t, tc.release, "gantry-system", map[string]any{})
+		find(t, objs, "Deployment", "gantry-system", tc.deployment)
+		find(t, objs, "Service", "gantry-system", tc.webhook)
+	}
+}

@@ -230,6 +230,24 @@ func TestChartNetworkPolicies(t *testing.T) {
 			{from: w.githubHooks, to: w.controller, port: w.metricsPort, want: false},
 		})
 	})
+	t.Run("a LoadBalancer as docs/install.md shows", func(t *testing.T) {
+		values := docValues(t, "loadbalancer")
+		policies, tmpl, d := render(t, values)
+		objs := mustHelmTemplate(t, "gantry", ns, values)
+		svc := typed[corev1.Service](t, find(t, objs, "Service", ns, "gantry-webhook"))
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
+			t.Errorf("webhook Service type %q, externalTrafficPolicy %q; want LoadBalancer and Local", svc.Spec.Type, svc.Spec.ExternalTrafficPolicy)
+		}
+		policies = withRunnerPolicies(policies, tmpl, "ci")
+		w := newWorld(t, d, []string{"ci"})
+		checkConnections(t, policies, []connection{
+			{from: w.githubHooks, to: w.controller, port: w.webhookPort, want: true},
+			{from: w.githubHooks, to: w.controller, port: w.metricsPort, want: false},
+			{from: w.elsewhere, to: w.controller, port: w.webhookPort, want: false},
+			{from: w.runners[0], to: w.controller, port: w.webhookPort, want: false},
+			{from: w.replica, to: w.controller, port: w.webhookPort, want: true},
+		})
+	})
 	t.Run("egress narrowed as docs/security.md shows", func(t *testing.T) {
 		policies, tmpl, d := render(t, docValues(t, "narrow-egress"))
 		policies = withRunnerPolicies(policies, tmpl, "ci")
