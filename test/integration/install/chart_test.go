@@ -3,6 +3,7 @@ package install
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -103,5 +104,15 @@ func TestChartObjectNamesAsTheReadmeSays(t *testing.T) {
 		objs := mustHelmTemplate(t, tc.release, "gantry-system", map[string]any{})
 		find(t, objs, "Deployment", "gantry-system", tc.deployment)
 		find(t, objs, "Service", "gantry-system", tc.webhook)
+	}
+}
+
+// The chart (version, appVersion, so image.tag's default) and config/manager (newTag)
+// name one version, the one the release workflow checks its tag against: a tagged
+// release's defaults pull its own image.
+func TestReleaseVersionIsConsistent(t *testing.T) {
+	out, err := exec.Command(filepath.Join(root, "hack", "release", "set-version.sh"), "--check", chartAppVersion(t)).CombinedOutput()
+	if err != nil {
+		t.Errorf("hack/release/set-version.sh --check %s: %v\n%s", chartAppVersion(t), err, out)
 	}
 }
