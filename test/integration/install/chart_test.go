@@ -111,7 +111,7 @@ func TestChartObjectNamesAsTheReadmeSays(t *testing.T) {
 // name one version, the one the release workflow checks its tag against: a tagged
 // release's defaults pull its own image.
 func TestReleaseVersionIsConsistent(t *testing.T) {
-	out, err := exec.Command(filepath.Join(root, "hack", "release", "set-version.sh"), "--check", chartAppVersion(t)).CombinedOutput()
+	out, err := exec.CommandContext(ctx(t), filepath.Join(root, "hack", "release", "set-version.sh"), "--check", chartAppVersion(t)).CombinedOutput()
 	if err != nil {
 		t.Errorf("hack/release/set-version.sh --check %s: %v\n%s", chartAppVersion(t), err, out)
 	}
