@@ -52,10 +52,11 @@ verify: generate ## Regenerate and fail if anything checked in is stale; check f
 	cd hack/tools && $(GO) mod tidy
 	cd hack/helm && $(GO) mod tidy
 	cd hack/actionlint && $(GO) mod tidy
+	cd hack/goreleaser && $(GO) mod tidy
 	@if [ -n "$$(gofmt -l $$(git ls-files '*.go'))" ]; then echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; fi
-	@if [ -n "$$(git status --porcelain -- api config docs/reference go.mod go.sum hack/tools hack/helm hack/actionlint charts/gantry/crds charts/gantry/files)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config docs/reference go.mod go.sum hack/tools hack/helm hack/actionlint hack/goreleaser charts/gantry/crds charts/gantry/files)" ]; then \
 		echo "Generated files or go.mod are out of date; run 'make generate' and 'go mod tidy' and commit:"; \
-		git status --porcelain -- api config docs/reference go.mod go.sum hack/tools hack/helm hack/actionlint charts/gantry/crds charts/gantry/files; git diff --stat; exit 1; fi
+		git status --porcelain -- api config docs/reference go.mod go.sum hack/tools hack/helm hack/actionlint hack/goreleaser charts/gantry/crds charts/gantry/files; git diff --stat; exit 1; fi
 	@echo "verify: generated files are current"
 
 .PHONY: lint
@@ -74,6 +75,10 @@ IMAGE_ARCHS ?= amd64 arm64
 image-push: ## Build the image for IMAGE_ARCHS (no container engine needed) and push it to IMAGE as one multi-architecture image
 	IMAGE='$(IMAGE)' VERSION='$(VERSION)' COMMIT='$(COMMIT)' LDFLAGS='$(LDFLAGS)' GO='$(GO)' \
 		IMAGE_DIR='$(IMAGE_DIR)' IMAGE_ARCHS='$(IMAGE_ARCHS)' hack/image/push.sh
+
+.PHONY: release-dry-run
+release-dry-run: ## The release pipeline without publishing, into out/release: gantry for linux/darwin x amd64/arm64 with checksums (GoReleaser snapshot), the multi-arch image as an OCI tarball, the chart package
+	GO='$(GO)' hack/release/dry-run.sh
 
 .PHONY: lint-workflows
 lint-workflows: ## Lint the GitHub Actions workflows (.github/workflows) with actionlint, pinned in hack/actionlint/go.mod

@@ -33,6 +33,25 @@ export GOFLAGS="${GOFLAGS:-} -mod=mod"
 
 log() { printf '[k8s-bins %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
+# with_progress LABEL CMD...: runs CMD (a `go build -v` or `go install -v`, whose
+# stderr names each package as it is compiled) and logs, every 30 seconds, how long it
+# has run and how many packages it has compiled, so a first build that takes ten
+# minutes or more is seen to move. CMD's stderr is shown in full if it fails.
+with_progress() {
+  local label=$1; shift
+  local blog="${work}/${label// /-}.log" t0 tick rc=0
+  t0=$(date +%s)
+  : >"${blog}"
+  ( while sleep 30; do
+      log "${label}: building, $(( $(date +%s) - t0 ))s so far, $(grep -c . "${blog}" || true) packages compiled"
+    done ) &
+  tick=$!
+  "$@" 2>"${blog}" || rc=$?
+  kill "${tick}" 2>/dev/null || true
+  wait "${tick}" 2>/dev/null || true
+  if [[ ${rc} != 0 ]]; then cat "${blog}" >&2; return "${rc}"; fi
+}
+
 have() {
   local b
   for b in "$@"; do [[ -x "${out}/${b}" ]] || return 1; done
@@ -62,7 +81,7 @@ import (
 
 func main() { etcdmain.Main(os.Args) }
 SRC
-  (cd "${d}" && go mod tidy && go build -trimpath -ldflags '-s -w' -o "${out}/etcd.tmp" .)
+  (cd "${d}" && go mod tidy && with_progress "etcd ${ETCD_VERSION}" go build -v -trimpath -ldflags '-s -w' -o "${out}/etcd.tmp" .)
   mv "${out}/etcd.tmp" "${out}/etcd"
   log "etcd ${ETCD_VERSION}: done"
 }
@@ -71,7 +90,7 @@ build_kube() {
   if have kube-apiserver kube-controller-manager kube-scheduler; then
     log "kube-apiserver, kube-controller-manager, kube-scheduler ${K8S_VERSION}: cached"; return
   fi
-  log "kube-apiserver, kube-controller-manager, kube-scheduler ${K8S_VERSION}: building (about 5 minutes on 2 cores)"
+  log "kube-apiserver, kube-controller-manager, kube-scheduler ${K8S_VERSION}: building (the longest step: most of the 10 minutes measured on a quiet 2-core machine)"
   local d="${work}/kubernetes-${K8S_VERSION}"
   mkdir -p "${d}"
   # Every staging module kubernetes requires at exactly v0.0.0 is replaced by its
@@ -112,7 +131,7 @@ SRC
   done
   (cd "${d}" && go mod tidy -e >/dev/null && \
     mkdir -p bin && \
-    go build -trimpath -ldflags "${ld}" -o bin/ \
+    with_progress "kube binaries ${K8S_VERSION}" go build -v -trimpath -ldflags "${ld}" -o bin/ \
       k8s.io/kubernetes/cmd/kube-apiserver \
       k8s.io/kubernetes/cmd/kube-controller-manager \
       k8s.io/kubernetes/cmd/kube-scheduler)
@@ -127,7 +146,7 @@ build_kwok() {
     log "kwok ${KWOK_VERSION}: building (about a minute and a half on 2 cores)"
     local tmpbin="${work}/kwok-bin"
     mkdir -p "${tmpbin}"
-    GOFLAGS= GOBIN="${tmpbin}" go install -trimpath -ldflags '-s -w' "sigs.k8s.io/kwok/cmd/kwok@v${KWOK_VERSION}"
+    GOFLAGS= GOBIN="${tmpbin}" with_progress "kwok ${KWOK_VERSION}" go install -v -trimpath -ldflags '-s -w' "sigs.k8s.io/kwok/cmd/kwok@v${KWOK_VERSION}"
     mv "${tmpbin}/kwok" "${out}/kwok"
   fi
   # kwok finds no stages on its own: ship the default ones from its module.

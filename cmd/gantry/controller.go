@@ -12,10 +12,12 @@ import (
 	"github.com/spf13/pflag"
 	uberzap "go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/gantry-dev/gantry/internal/controller/netpol"
 	"github.com/gantry-dev/gantry/internal/manager"
 	"github.com/gantry-dev/gantry/internal/version"
 )
@@ -37,6 +39,7 @@ type controllerFlags struct {
 	githubTimeout, resyncInterval                  time.Duration
 	failedRunnerRetention                          time.Duration
 	githubCABundle                                 string
+	runnerNetworkPolicy                            string
 	githubAllowHTTP                                bool
 	logFormat, logLevel                            string
 }
@@ -73,6 +76,7 @@ name in capitals, dashes as underscores, prefixed with GANTRY_ (GANTRY_LEADER_EL
 	fl.IntVar(&f.runnerConcurrency, "runner-concurrency", 64, "runners reconciled at once")
 	fl.DurationVar(&f.githubTimeout, "github-timeout", 30*time.Second, "timeout of each GitHub API request")
 	fl.StringVar(&f.githubCABundle, "github-ca-bundle", "", "PEM file of CA certificates trusted, besides the system's, for GitHub Enterprise Server hosts (a private CA)")
+	fl.StringVar(&f.runnerNetworkPolicy, "runner-network-policy", "", "YAML file of a NetworkPolicy (a name, no namespace) put in every namespace that holds RunnerPools, owned by its pools (docs/security.md; default: none)")
 	fl.BoolVar(&f.githubAllowHTTP, "github-allow-http", false, "accept http:// GitHub URLs (the GitHub simulator, test servers); without it such pools are not Ready")
 	fl.DurationVar(&f.resyncInterval, "resync-interval", time.Minute, "how often queued jobs are listed from GitHub to recover lost webhooks: the bound on how long a lost delivery can delay a job")
 	fl.DurationVar(&f.failedRunnerRetention, "failed-runner-retention", 10*time.Minute, "how long a Failed Runner stays visible (with its reason) before it is removed and unregistered")
@@ -186,6 +190,16 @@ func runController(f *controllerFlags) error {
 			return fmt.Errorf("--github-ca-bundle: %w", err)
 		}
 	}
+	var runnerPolicy *networkingv1.NetworkPolicy
+	if f.runnerNetworkPolicy != "" {
+		b, err := os.ReadFile(f.runnerNetworkPolicy)
+		if err != nil {
+			return fmt.Errorf("--runner-network-policy: %w", err)
+		}
+		if runnerPolicy, err = netpol.Parse(b); err != nil {
+			return fmt.Errorf("--runner-network-policy %s: %w", f.runnerNetworkPolicy, err)
+		}
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("finding the cluster (KUBECONFIG or in-cluster config): %w", err)
@@ -211,6 +225,7 @@ func runController(f *controllerFlags) error {
 		GitHubAllowHTTP:         f.githubAllowHTTP,
 		ResyncInterval:          f.resyncInterval,
 		FailedRunnerRetention:   f.failedRunnerRetention,
+		RunnerNetworkPolicy:     runnerPolicy,
 	})
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ func init() { extraCommands = append(extraCommands, newDoctorCommand) }
 
 type doctorFlags struct {
 	pool, namespace, repository, enterprise, output, caBundle string
+	controllerNamespace                                       string
 	labels                                                    []string
 	timeout                                                   time.Duration
 }
@@ -65,6 +66,7 @@ other pool does not. Uses your kubeconfig; exits 1 when it finds a problem.`,
 	fl.StringVar(&f.repository, "repository", "", "a job's repository, OWNER/REPO or https://HOST/OWNER/REPO: route it and check runner groups against it")
 	fl.StringSliceVar(&f.labels, "labels", nil, "the job's runs-on labels, comma-separated (with --repository)")
 	fl.StringVar(&f.enterprise, "enterprise", "", "the enterprise the repository belongs to, to route to enterprise pools")
+	fl.StringVar(&f.controllerNamespace, "controller-namespace", "", "where Gantry's webhook Service is, to check it against the controller's NetworkPolicy (default: every namespace)")
 	fl.StringVarP(&f.output, "output", "o", "text", "text or json")
 	fl.StringVar(&f.caBundle, "github-ca-bundle", "", "PEM file of extra CA certificates for GitHub Enterprise Server (as the controller's flag)")
 	fl.DurationVar(&f.timeout, "timeout", 2*time.Minute, "give up after this long")
@@ -87,8 +89,9 @@ func runDoctor(ctx context.Context, kube client.Reader, f *doctorFlags, out io.W
 		}
 	}
 	o := doctor.Options{
-		Kube:      kube,
-		Namespace: f.namespace,
+		Kube:                kube,
+		Namespace:           f.namespace,
+		ControllerNamespace: f.controllerNamespace,
 		GitHub: &controller.GitHubResolver{Reader: kube, Clock: clock.RealClock{}, AllowHTTP: true,
 			Provider: github.NewProvider(github.ProviderOptions{Options: ghOpts})},
 	}

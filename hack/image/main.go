@@ -81,13 +81,14 @@ func run(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.Source, "source", "https://github.com/gantry-dev/gantry", "org.opencontainers.image.source label")
 	fs.Int64Var(&created, "created", 0, "creation time, seconds since the epoch (SOURCE_DATE_EPOCH)")
 	fs.StringVar(&out, "out", "out/image", "output directory: oci/ (an OCI image layout) and gantry-linux-ARCH.tar")
-	var push string
+	var push, layoutDir string
+	fs.StringVar(&layoutDir, "layout", "", "with --push: write the multi-architecture image as an OCI image layout in this directory instead of pushing it")
 	fs.StringVar(&push, "push", "", "instead of writing files, push a multi-architecture image to --ref built from these binaries: ARCH=PATH,ARCH=PATH")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if push != "" {
-		return runPush(o, created, push, stdout)
+		return runPush(o, created, push, layoutDir, stdout)
 	}
 	if o.Binary == "" {
 		return errors.New("--binary is required")
@@ -114,8 +115,8 @@ func run(args []string, stdout io.Writer) error {
 }
 
 // runPush builds one image per ARCH=PATH of spec and pushes them to o.Ref as one
-// multi-architecture index.
-func runPush(o Options, created int64, spec string, stdout io.Writer) error {
+// multi-architecture index, or writes that index to layoutDir.
+func runPush(o Options, created int64, spec, layoutDir string, stdout io.Writer) error {
 	o.Created = time.Unix(created, 0).UTC()
 	tag, err := name.NewTag(o.Ref)
 	if err != nil {
@@ -131,6 +132,14 @@ func runPush(o Options, created int64, spec string, stdout io.Writer) error {
 		if images[arch], err = Build(o); err != nil {
 			return err
 		}
+	}
+	if layoutDir != "" {
+		digest, err := WriteIndex(layoutDir, tag, images)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "%s@%s (linux: %s)\n  OCI layout: %s\n", tag, digest, strings.Join(sortedKeys(images), ", "), layoutDir)
+		return err
 	}
 	digest, err := Push(tag, images)
 	if err != nil {

@@ -39,6 +39,10 @@
 //     that ClusterRole alone: no escalate, and no exec or log rights of the controller's
 //     own). A runner's hook Secrets, which carry only the hook's runner-pod label, are
 //     deleted with deletecollection by that label when the runner ends.
+//   - NetworkPolicies: the runner policy (internal/controller/netpol) is cached (list,
+//     watch: only Gantry's, by label), written by server-side apply (patch; create
+//     the first time) in every namespace that holds pools, and deleted with the last
+//     pool of its namespace.
 package controller
 
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools,verbs=list;watch;patch
@@ -53,5 +57,6 @@ package controller
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;list
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumes;nodes,verbs=get
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update

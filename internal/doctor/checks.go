@@ -96,7 +96,7 @@ func githubProblem(name string, scope github.Scope, err error) Check {
 	case github.IsUnauthorized(err):
 		return Check{Name: name, Status: Problem, Result: FindingCredentialsRejected, Message: err.Error(),
 			Fix: "a GitHub App needs Self-hosted runners: read and write (organization) or Administration: read and write (repository) and an installation on " +
-				scope.String() + "; a token needs admin:org (organization), repo (repository) or manage_runners:enterprise (enterprise): docs/quickstart.md"}
+				scope.String() + "; a token needs manage_runners:org (organization), repo (repository) or manage_runners:enterprise (enterprise): docs/quickstart.md"}
 	case github.IsNotFound(err):
 		return Check{Name: name, Status: Problem, Result: FindingScopeNotFound, Message: err.Error(),
 			Fix: "check that " + scope.String() + " exists and that the App is installed on it (or the token's user can administer it)"}
@@ -113,7 +113,8 @@ func githubProblem(name string, scope github.Scope, err error) Check {
 }
 
 // runnerGroupCheck checks that the pool's runner group exists and, for a job's
-// repository in the pool's scope, that the group admits it.
+// repository in the pool's scope (or, without one, the repositories whose jobs the pool
+// saw lately), that the group admits it.
 func runnerGroupCheck(ctx context.Context, o Options, pool *v1alpha1.RunnerPool, gh github.Client, scope github.Scope) Check {
 	c := Check{Name: CheckRunnerGroup}
 	if scope.Kind == github.ScopeRepository {
@@ -155,7 +156,10 @@ func runnerGroupCheck(ctx context.Context, o Options, pool *v1alpha1.RunnerPool,
 	c.Message = fmt.Sprintf("runner group %q (id %d, visibility %s, %s)", group.Name, group.ID, group.Visibility, public)
 
 	j := o.Job
-	if j == nil || !inScope(scope, *j) {
+	if j == nil {
+		return recentPublicCheck(ctx, c, insp, scope, group, pool)
+	}
+	if !inScope(scope, *j) {
 		return c
 	}
 	repo := j.Owner + "/" + j.Repo
@@ -317,6 +321,31 @@ func scaleSetCheck(pool *v1alpha1.RunnerPool) Check {
 			id = pool.Status.ScaleSet.ID
 		}
 		c.Status, c.Message = OK, fmt.Sprintf("scale set %s (id %d): its message session is open and long-polled", pool.ScaleSetName(), id)
+	}
+	return c
+}
+
+// recentPublicCheck is the runner-group check without a job to ask about: in an
+// organization pool whose group refuses public repositories, a public repository among
+// those that sent the pool jobs lately (status.recentRepositories) is named — its jobs
+// get runners that GitHub never gives them.
+func recentPublicCheck(ctx context.Context, c Check, insp github.Inspector, scope github.Scope, group *github.RunnerGroup, pool *v1alpha1.RunnerPool) Check {
+	if scope.Kind != github.ScopeOrganization || group.AllowsPublicRepositories {
+		return c
+	}
+	for _, r := range pool.Status.RecentRepositories {
+		owner, repo, ok := strings.Cut(r.Name, "/")
+		if !ok || !strings.EqualFold(owner, scope.Owner) {
+			continue
+		}
+		isPublic, err := insp.RepositoryIsPublic(ctx, scope, repo)
+		if err != nil || !isPublic {
+			continue // not found with these credentials, or GitHub's answer is elsewhere in the report
+		}
+		c.Status, c.Result = Problem, FindingRunnerGroupNoPublic
+		c.Message = fmt.Sprintf("%s, which sent this pool a job lately, is public and runner group %q does not allow public repositories: its jobs wait until GitHub cancels them", r.Name, group.Name)
+		c.Fix = "in the runner group's settings, tick \"Allow public repositories\" (mind the risk: anyone's pull request can run there), or use another group"
+		return c
 	}
 	return c
 }

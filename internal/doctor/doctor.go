@@ -2,8 +2,9 @@
 // checks, in the order a job needs them, that the credentials Secret is found and
 // complete, that GitHub accepts the credentials for the pool's scope, that the runner
 // group exists and admits the repository (public repositories included), that the
-// controller has the pool Ready, and what GitHub's delivery log says of the last
-// webhook deliveries; given a repository and runs-on labels, it says which pool the job
+// controller has the pool Ready, what GitHub's delivery log says of the last webhook
+// deliveries, and whether a webhook Service reached from outside the cluster is let
+// through by the controller's NetworkPolicy; given a repository and runs-on labels, it says which pool the job
 // routes to and why each other pool does not. `gantry doctor` is its command.
 //
 // Each problem is a Finding with a stable name, a message and a fix; every Finding has
@@ -65,6 +66,9 @@ const (
 	FindingWebhookDeliveryFailed   Finding = "WebhookDeliveryFailed"
 	FindingNoPoolMatches           Finding = "NoPoolMatchesJob"
 	FindingScaleSetNotConnected    Finding = "ScaleSetNotConnected"
+	// FindingWebhookBlockedByNetworkPolicy: the webhook Service is reached from outside
+	// the cluster and the controller's NetworkPolicy drops what comes from there.
+	FindingWebhookBlockedByNetworkPolicy Finding = "WebhookBlockedByNetworkPolicy"
 )
 
 // AllFindings lists every Finding, for the test that each has a troubleshooting entry.
@@ -73,7 +77,7 @@ var AllFindings = []Finding{
 	FindingCredentialsRejected, FindingScopeNotFound, FindingGitHubUnreachable, FindingRunnerGroupNotFound,
 	FindingRunnerGroupNotVisible, FindingRunnerGroupNoPublic, FindingPoolNotReconciled, FindingPoolNotReady,
 	FindingNoWebhookDeliveries, FindingWebhookSignatureInvalid, FindingWebhookDeliveryFailed, FindingNoPoolMatches,
-	FindingScaleSetNotConnected,
+	FindingScaleSetNotConnected, FindingWebhookBlockedByNetworkPolicy,
 }
 
 // Check is one question asked of one pool.
@@ -159,6 +163,9 @@ type Options struct {
 	// Job, if set, asks where a job routes and checks runner groups against its
 	// repository.
 	Job *JobQuery
+	// ControllerNamespace, if set, is where the webhook Service is looked for; "" means
+	// every namespace.
+	ControllerNamespace string
 	// Clock tells how long ago the last delivery arrived. Default: real.
 	Clock clock.PassiveClock
 }
@@ -215,6 +222,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	hooks := &hookCache{byKey: map[string]Check{}}
 	for i := range pools {
 		rep.Pools = append(rep.Pools, checkPool(ctx, o, &pools[i], hooks))
+	}
+	if len(pools) > 0 {
+		for _, c := range webhookExposureChecks(ctx, o) {
+			if c.Status == Problem {
+				rep.Problems = append(rep.Problems, c)
+			}
+		}
 	}
 	if o.Job != nil {
 		route := routeJob(pools, *o.Job)

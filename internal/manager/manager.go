@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,6 +33,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/controller/netpol"
 	"github.com/gantry-dev/gantry/internal/controller/resync"
 	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/controller/runnerpool"
@@ -94,6 +96,9 @@ type Options struct {
 	ResyncInterval time.Duration
 	// FailedRunnerRetention is how long a Failed Runner stays visible. Default 10m.
 	FailedRunnerRetention time.Duration
+	// RunnerNetworkPolicy, when set, is put in every namespace that holds RunnerPools
+	// (internal/controller/netpol); nil puts none.
+	RunnerNetworkPolicy *networkingv1.NetworkPolicy
 	// Clock defaults to the real clock.
 	Clock clock.Clock
 	// SeveralPerProcess lets tests run more than one manager in a process (controller
@@ -186,6 +191,8 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 			&corev1.Secret{}: {Label: managed},
 			// Cache volumes: only the PersistentVolumeClaims Gantry made.
 			&corev1.PersistentVolumeClaim{}: {Label: managed},
+			// Runner NetworkPolicies: only Gantry's.
+			&networkingv1.NetworkPolicy{}: {Label: managed},
 		},
 	}
 	if len(opts.Namespaces) > 0 {
@@ -265,6 +272,12 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		FailedRetention: opts.FailedRunnerRetention, Warm: observations,
 	}).SetupWithManager(mgr, opts.RunnerConcurrency); err != nil {
 		return nil, err
+	}
+
+	if opts.RunnerNetworkPolicy != nil {
+		if err := (&netpol.Reconciler{Client: mgr.GetClient(), Policy: opts.RunnerNetworkPolicy}).SetupWithManager(mgr); err != nil {
+			return nil, err
+		}
 	}
 
 	if err := mgr.Add(&resync.Resync{

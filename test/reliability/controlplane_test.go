@@ -76,6 +76,15 @@ func startControlPlane() (*controlPlane, error) {
 		return nil, err
 	}
 	p := &controlPlane{root: root, dir: dir, auditLog: filepath.Join(dir, "audit.log")}
+	// The runner NetworkPolicy the kustomize install hands the controller, where the
+	// sandboxed controller can read it.
+	runnerPolicy, err := os.ReadFile(filepath.Join(root, "config", "components", "network-policies", "runners.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, runnerPolicyFile), runnerPolicy, 0o644); err != nil {
+		return nil, err
+	}
 
 	// GANTRY_RELIABILITY_BIN names a gantry binary already built (`make reliability`
 	// builds bin/gantry first); otherwise ./cmd/gantry is built here.

@@ -75,6 +75,9 @@ func startController(t *testing.T, opts procOptions) *controllerProc {
 	return p
 }
 
+// runnerPolicyFile is the runner NetworkPolicy's file in the control plane's directory.
+const runnerPolicyFile = "runner-network-policy.yaml"
+
 func (p *controllerProc) args(metricsAddr, probeAddr string) []string {
 	o := p.opts
 	args := []string{
@@ -89,6 +92,7 @@ func (p *controllerProc) args(metricsAddr, probeAddr string) []string {
 		fmt.Sprintf("--leader-elect=%t", o.leaderElect),
 		"--leader-election-namespace", o.namespace,
 		"--github-allow-http",
+		"--runner-network-policy", filepath.Join(cp.dir, runnerPolicyFile),
 	}
 	if o.resyncInterval > 0 {
 		args = append(args, "--resync-interval", o.resyncInterval.String())

@@ -127,3 +127,54 @@ Together they grant exactly the generated rules, never more.
 {{- end }}
 {{- toYaml $out }}
 {{- end }}
+
+{{/*
+The runner NetworkPolicy, without a namespace: the controller applies it in every
+namespace that holds RunnerPools.
+*/}}
+{{- define "gantry.runnerNetworkPolicy" -}}
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: {{ include "gantry.fullname" $ }}-runners
+  labels:
+    {{- include "gantry.labels" $ | nindent 4 }}
+    app.kubernetes.io/component: runner-network-policy
+spec:
+  # Every runner pod Gantry creates: it carries these labels whatever its template says.
+  podSelector:
+    matchLabels:
+      app.kubernetes.io/managed-by: gantry
+    matchExpressions:
+      - key: gantry.dev/runner
+        operator: Exists
+  policyTypes: [Ingress, Egress]
+  # No ingress rule: nothing connects to a runner pod.
+  egress:
+    {{- with $.Values.networkPolicy.runners.egress }}
+    {{- toYaml . | nindent 4 }}
+    {{- else }}
+    {{- $v4 := list }}
+    {{- $v6 := list }}
+    {{- range $.Values.networkPolicy.runners.deniedCIDRs }}
+    {{- if contains ":" . }}{{ $v6 = append $v6 . }}{{ else }}{{ $v4 = append $v4 . }}{{ end }}
+    {{- end }}
+    # Pods of the cluster (DNS among them); the controller admits none of them.
+    - to:
+        - namespaceSelector: {}
+    # Every address but the cloud metadata endpoints.
+    - to:
+        - ipBlock:
+            cidr: 0.0.0.0/0
+            {{- with $v4 }}
+            except:
+              {{- toYaml . | nindent 14 }}
+            {{- end }}
+        - ipBlock:
+            cidr: ::/0
+            {{- with $v6 }}
+            except:
+              {{- toYaml . | nindent 14 }}
+            {{- end }}
+    {{- end }}
+{{- end }}

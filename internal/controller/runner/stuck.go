@@ -101,6 +101,9 @@ func (r *Reconciler) checkStuck(ctx context.Context, s *scope, hasJob bool) (han
 			msg += "; the pod's last warning: " + w
 		}
 	}
+	if v.reason == v1alpha1.ReasonUnschedulable {
+		msg += platformHint(&s.pool.Spec)
+	}
 	res, done, err = r.fail(ctx, s, v.reason, msg)
 	return true, res, done, err
 }
@@ -349,4 +352,18 @@ func ranBefore(s *scope, hasJob bool) bool {
 		return true
 	}
 	return hasJob
+}
+
+// platformHint names the architecture pin Gantry added where the template names none
+// (PinPlatform: amd64 by default). On a cluster without amd64 nodes that pin alone
+// keeps every runner pod Unschedulable, and the scheduler's message ("didn't match
+// Pod's node affinity/selector") does not say which selector or why.
+func platformHint(spec *v1alpha1.RunnerPoolSpec) string {
+	if spec.NoDefaultLabels || spec.Template.Spec.NodeSelector[v1alpha1.NodeLabelArch] != "" {
+		return ""
+	}
+	_, arch := spec.Platform()
+	return fmt.Sprintf("; the template names no %s nodeSelector, so Gantry pinned the pod to %s=%s (the architecture its runner registers):"+
+		" on nodes of another architecture set template.spec.nodeSelector %s, e.g. arm64 (the runners then register ARM64)",
+		v1alpha1.NodeLabelArch, v1alpha1.NodeLabelArch, arch, v1alpha1.NodeLabelArch)
 }

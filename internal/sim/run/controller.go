@@ -77,7 +77,7 @@ func (c *controller) Start(ctx context.Context) (int, error) {
 	cmd := exec.Command(c.opts.Gantry, c.args...) //nolint:noctx // stopped by stop() or Kill, with its group
 	cmd.Env = c.env
 	cmd.Stdout, cmd.Stderr = c.logf, c.logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		c.mu.Unlock()
 		return 0, fmt.Errorf("starting %s controller: %w", c.opts.Gantry, err)

@@ -164,7 +164,7 @@ func startOracle(env floorEnv) (*oracleProcess, error) {
 		"--pool", env.pool.Namespace+"/"+env.pool.Name, "--workers", strconv.Itoa(floorWorkers))
 	p.cmd.Env = append(os.Environ(), env.gantryEnv...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, log
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p.cmd.SysProcAttr = procAttr()
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		log.Close()
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -46,6 +47,8 @@ type Options struct {
 	// ExtraNamespaces are watched besides the test's namespace (a Kubernetes-mode
 	// pool's containerMode.namespace).
 	ExtraNamespaces []string
+	// RunnerNetworkPolicy, if set, is the manager's (manager.Options.RunnerNetworkPolicy).
+	RunnerNetworkPolicy *networkingv1.NetworkPolicy
 }
 
 // Stack is one test's simulator and manager.
@@ -105,6 +108,7 @@ func Start(t *testing.T, env *testenv.Env, ns string, o Options) *Stack {
 	if o.Clock != nil {
 		mopts.Clock = o.Clock
 	}
+	mopts.RunnerNetworkPolicy = o.RunnerNetworkPolicy
 	if o.TLS != nil {
 		mopts.GitHubCABundle, mopts.GitHubAllowHTTP = o.TLS.PEM, false
 	}

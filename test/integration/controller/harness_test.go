@@ -60,7 +60,8 @@ func newWorld(t *testing.T) *world {
 	return newWorldWith(t, stack.Options{})
 }
 
-// newWorldWith is newWorld with the simulator's Actions service timings of o.
+// newWorldWith is newWorld with the simulator's Actions service timings of o and its
+// runner NetworkPolicy.
 func newWorldWith(t *testing.T, o stack.Options) *world {
 	t.Helper()
 	w := &world{t: t, ns: env.Namespace(t), c: env.Client}
@@ -71,6 +72,7 @@ func newWorldWith(t *testing.T, o stack.Options) *world {
 		RateLimits:            simgithub.RateLimits{Disabled: true},
 		ActionsSessionTimeout: o.ActionsSessionTimeout,
 		ActionsPollHold:       o.ActionsPollHold,
+		RunnerNetworkPolicy:   o.RunnerNetworkPolicy,
 	})
 	w.sim, w.simURL, w.gantry, w.hookURL = st.Sim, st.SimURL, st.Gantry, st.HookURL
 	return w

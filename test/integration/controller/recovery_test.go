@@ -87,7 +87,8 @@ func TestUnschedulablePodFailsTheRunnerAfterPendingTimeout(t *testing.T) {
 		t.Fatalf("within pendingTimeout: runner %+v, %v; want Pending (or no phase yet)", got.Status, err)
 	}
 
-	failed := w.expectFailed("sched", rn.Name, v1alpha1.ReasonUnschedulable, 1, "0/3 nodes are available: 3 Insufficient cpu.", timeout.String())
+	failed := w.expectFailed("sched", rn.Name, v1alpha1.ReasonUnschedulable, 1, "0/3 nodes are available: 3 Insufficient cpu.", timeout.String(),
+		"Gantry pinned the pod to kubernetes.io/arch=amd64")
 	if at := failedAt(t, failed); at.Before(since.Add(timeout)) {
 		t.Errorf("failed at %s, before pendingTimeout ended at %s", at, since.Add(timeout))
 	}

@@ -1,13 +1,24 @@
 package doctor
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
+	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/doctor"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
+	"github.com/gantry-dev/gantry/internal/testenv"
 	"github.com/gantry-dev/gantry/internal/testutil/stack"
 )
 
@@ -231,4 +242,105 @@ func TestRouting(t *testing.T) {
 	}
 
 	expect(t, w.doctor(&doctor.JobQuery{Owner: "acme", Repo: "api", Labels: []string{"self-hosted", "windows"}}, nil), doctor.FindingNoPoolMatches)
+}
+
+// A webhook Service of type LoadBalancer behind the controller NetworkPolicy that
+// kustomize installs (config/components/network-policies/controller.yaml), which admits
+// only the cluster's pods: GitHub's deliveries would be dropped, and doctor says so.
+// Once the policy admits GitHub's hook ranges, as docs/install.md shows, it does not;
+// nor for a ClusterIP Service (an Ingress or a gateway carries the deliveries).
+func TestWebhookBlockedByNetworkPolicy(t *testing.T) {
+	w := newWorld(t, stack.Options{})
+	w.apply(w.pool("linux").Obj())
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "config", "components", "network-policies", "controller.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policy networkingv1.NetworkPolicy
+	if err := yaml.UnmarshalStrict(b, &policy); err != nil {
+		t.Fatal(err)
+	}
+	policy.Namespace = w.ns
+	controllerLabels := policy.Spec.PodSelector.MatchLabels
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "gantry-controller-0", Labels: controllerLabels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "controller", Image: "gantry",
+			Ports: []corev1.ContainerPort{{Name: "webhook", ContainerPort: 9090}}}}},
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "gantry-webhook",
+			Labels: map[string]string{"app.kubernetes.io/name": "gantry", "app.kubernetes.io/component": "webhook"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: controllerLabels,
+			Ports: []corev1.ServicePort{{Name: "webhook", Port: 80, TargetPort: intstr.FromString("webhook")}}},
+	}
+	for _, o := range []client.Object{&policy, pod, svc} {
+		if err := env.Client.Create(w.ctx(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	blocked := func(rep *doctor.Report) bool {
+		return slices.Contains(rep.Findings(), doctor.FindingWebhookBlockedByNetworkPolicy)
+	}
+	if !blocked(w.doctor(nil, nil)) {
+		t.Errorf("a LoadBalancer webhook Service behind the default controller policy: no %s", doctor.FindingWebhookBlockedByNetworkPolicy)
+	}
+
+	// GitHub's hook ranges admitted, as docs/install.md's LoadBalancer values do.
+	patch := client.MergeFrom(policy.DeepCopy())
+	policy.Spec.Ingress[0].From = []networkingv1.NetworkPolicyPeer{
+		{IPBlock: &networkingv1.IPBlock{CIDR: "192.30.252.0/22"}}, {IPBlock: &networkingv1.IPBlock{CIDR: "140.82.112.0/20"}},
+	}
+	if err := env.Client.Patch(w.ctx(), &policy, patch); err != nil {
+		t.Fatal(err)
+	}
+	if blocked(w.doctor(nil, nil)) {
+		t.Errorf("the policy admits GitHub's hook ranges, yet doctor reports %s", doctor.FindingWebhookBlockedByNetworkPolicy)
+	}
+
+	// Back to the default policy, behind a ClusterIP Service: nothing comes from outside.
+	patch = client.MergeFrom(policy.DeepCopy())
+	policy.Spec.Ingress[0].From = []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}}
+	if err := env.Client.Patch(w.ctx(), &policy, patch); err != nil {
+		t.Fatal(err)
+	}
+	svcPatch := client.MergeFrom(svc.DeepCopy())
+	svc.Spec.Type = corev1.ServiceTypeClusterIP
+	if err := env.Client.Patch(w.ctx(), svc, svcPatch); err != nil {
+		t.Fatal(err)
+	}
+	if blocked(w.doctor(nil, nil)) {
+		t.Errorf("a ClusterIP webhook Service: doctor reports %s", doctor.FindingWebhookBlockedByNetworkPolicy)
+	}
+}
+
+// Without --repository: a public repository's job reached the pool (its webhook), so
+// the repository is among the pool's recent ones, and the pool's Default group refuses
+// public repositories. Doctor names it unasked.
+func TestRunnerGroupRefusesARecentPublicRepository(t *testing.T) {
+	w := newWorld(t, stack.Options{})
+	if _, err := w.st.Sim.CreateRepo(simgithub.RepoSpec{Owner: "acme", Name: "site", Public: true}); err != nil {
+		t.Fatal(err)
+	}
+	w.app(w.st.HookURL, webhookSecret)
+	w.apply(w.pool("linux").Credentials("github-app").Obj())
+	rep := w.doctor(nil, nil)
+	if slices.Contains(rep.Findings(), doctor.FindingRunnerGroupNoPublic) {
+		t.Fatalf("before any job of acme/site: %s", doctor.FindingRunnerGroupNoPublic)
+	}
+	w.queue("acme/site", "self-hosted", "linux")
+	eventually(t, "acme/site among the pool's recent repositories", func() bool {
+		var p v1alpha1.RunnerPool
+		if err := env.Client.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: "linux"}, &p); err != nil {
+			return false
+		}
+		return slices.ContainsFunc(p.Status.RecentRepositories, func(r v1alpha1.RepositoryActivity) bool { return r.Name == "acme/site" })
+	})
+	c := check(t, w.doctor(nil, nil), "linux", doctor.CheckRunnerGroup)
+	if c.Result != doctor.FindingRunnerGroupNoPublic || !strings.Contains(c.Message, "acme/site") {
+		t.Errorf("runner-group check = %+v, want %s naming acme/site", c, doctor.FindingRunnerGroupNoPublic)
+	}
 }

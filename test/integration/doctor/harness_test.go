@@ -152,9 +152,10 @@ func (w *world) doctor(job *doctor.JobQuery, caBundle []byte) *doctor.Report {
 		opts.Transport = tr
 	}
 	rep, err := doctor.Run(w.ctx(), doctor.Options{
-		Kube:      env.Client,
-		Namespace: w.ns,
-		Job:       job,
+		Kube:                env.Client,
+		Namespace:           w.ns,
+		ControllerNamespace: w.ns,
+		Job:                 job,
 		GitHub: &controller.GitHubResolver{Reader: env.Client, Clock: clock.RealClock{}, AllowHTTP: true,
 			Provider: github.NewProvider(github.ProviderOptions{Options: opts})},
 	})

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -232,5 +233,23 @@ func TestDinDExampleShape(t *testing.T) {
 	}
 	if !hasDockerHost {
 		t.Errorf("the runner container has no DOCKER_HOST pointing at the sidecar's socket")
+	}
+}
+
+// The arm64 example's runners register ARM64, not x64, and their pods go to arm64
+// nodes: what a job with runs-on [self-hosted, linux, ARM64] needs.
+func TestArm64ExampleShape(t *testing.T) {
+	ex := load(t, filepath.Join(root(t), "examples", "arm64.yaml"))
+	var pool v1alpha1.RunnerPool
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(ex.objects[0].Object, &pool, true); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"self-hosted", "linux", "ARM64"}, pool.Spec.RunnerLabels()); diff != "" {
+		t.Errorf("labels the runners register (-want +got):\n%s", diff)
+	}
+	pod := pool.Spec.Template.Spec.DeepCopy()
+	pool.Spec.PinPlatform(pod)
+	if got := pod.NodeSelector; got[v1alpha1.NodeLabelArch] != "arm64" || got[v1alpha1.NodeLabelOS] != "linux" {
+		t.Errorf("runner pod nodeSelector %v, want kubernetes.io/arch arm64 and kubernetes.io/os linux", got)
 	}
 }

@@ -21,6 +21,7 @@ import (
 var podSecurityLevels = map[string]string{
 	"warm-pool.yaml":           "restricted",
 	"gpu.yaml":                 "restricted",
+	"arm64.yaml":               "restricted",
 	"ghes.yaml":                "restricted",
 	"multi-org.yaml":           "restricted",
 	"dind.yaml":                "privileged",

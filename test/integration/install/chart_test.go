@@ -3,6 +3,7 @@ package install
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -89,5 +90,29 @@ func TestChartReadmeDocumentsEveryValue(t *testing.T) {
 		if !bytes.Contains(readme, []byte("| `"+k+"` |")) {
 			t.Errorf("charts/gantry/README.md's values table has no row for `%s`", k)
 		}
+	}
+}
+
+// The chart README's object names: release gantry gives gantry and gantry-webhook; a
+// release name that contains "gantry" is used as it is; any other gets -gantry.
+func TestChartObjectNamesAsTheReadmeSays(t *testing.T) {
+	for _, tc := range []struct{ release, deployment, webhook string }{
+		{"gantry", "gantry", "gantry-webhook"},
+		{"ci-gantry", "ci-gantry", "ci-gantry-webhook"},
+		{"ci", "ci-gantry", "ci-gantry-webhook"},
+	} {
+		objs := mustHelmTemplate(t, tc.release, "gantry-system", map[string]any{})
+		find(t, objs, "Deployment", "gantry-system", tc.deployment)
+		find(t, objs, "Service", "gantry-system", tc.webhook)
+	}
+}
+
+// The chart (version, appVersion, so image.tag's default) and config/manager (newTag)
+// name one version, the one the release workflow checks its tag against: a tagged
+// release's defaults pull its own image.
+func TestReleaseVersionIsConsistent(t *testing.T) {
+	out, err := exec.CommandContext(ctx(t), filepath.Join(root, "hack", "release", "set-version.sh"), "--check", chartAppVersion(t)).CombinedOutput()
+	if err != nil {
+		t.Errorf("hack/release/set-version.sh --check %s: %v\n%s", chartAppVersion(t), err, out)
 	}
 }

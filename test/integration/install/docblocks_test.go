@@ -13,8 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// The docs tests run the commands of the user-facing docs as they are written. In the
-// Markdown source, an HTML comment on the line right before a fenced block marks it:
+// The docs tests run the commands and manifests of the docs as they are written. In
+// the Markdown source, an HTML comment on the line right before a fenced block marks it:
 //
 //	<!-- test: ID -->                      the block runs in the docs tests (sh), or,
 //	                                       for a block whose first line is "# FILE",
@@ -22,19 +22,51 @@ import (
 //	<!-- test: ID; replaces: A, B -->      as above; the test substitutes the named
 //	                                       placeholders (an App ID, a URL) before
 //	                                       running it, and logs each substitution
-//	<!-- not tested: WHY -->               a command the tests cannot run (it waits
-//	                                       forever, or needs GitHub itself)
+//	<!-- manifest -->                      a Kubernetes manifest: applied (server-side
+//	                                       dry run, strict fields) to the test control
+//	                                       plane by TestDocManifests
+//	<!-- manifest: RunnerPool spec -->     a part of a RunnerPool's spec (with or without
+//	                                       the `spec:` key): applied the same way inside
+//	                                       a RunnerPool that has a URL, a Secret and a
+//	                                       runner container
+//	<!-- values: NAME -->                  chart values a test renders (docValues)
+//	<!-- not tested: WHY -->               a command or manifest the tests cannot run
+//	                                       (it waits forever, needs GitHub itself, or is
+//	                                       not Kubernetes'); TestDocsBlocksAreMarked lists
+//	                                       and counts them
 //
-// Every sh block of the docs in docFiles carries one of them (TestDocsShellBlocksAreMarked),
-// and every block marked `test` is run by a scenario in docs_test.go.
+// Every sh and yaml block of every doc in allDocs carries one of them
+// (TestDocsBlocksAreMarked); every block marked `test` is run by a scenario in
+// docs_test.go. Blocks of other languages (console output, JSON, Go) show output or
+// code, not something to run.
 
-// docFiles are the docs whose shell blocks a user runs to install and operate Gantry.
+// docFiles are the docs whose shell blocks the docs scenarios run to install and operate
+// Gantry.
 var docFiles = []string{
 	"docs/quickstart.md",
 	"docs/install.md",
 	"docs/operations.md",
 	"charts/gantry/README.md",
 	"docs/container-jobs.md",
+}
+
+// allDocs are every document a user reads: docs/, the chart's README, the examples'
+// README and the repository's README.
+func allDocs(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range docs {
+		rel, err := filepath.Rel(root, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rel)
+	}
+	return append(out, "charts/gantry/README.md", "examples/README.md", "README.md")
 }
 
 // docBlock is one fenced block of a doc.
@@ -66,7 +98,7 @@ func (b docBlock) fileName() string {
 }
 
 var (
-	markerRE = regexp.MustCompile(`^\s*<!--\s*(test|not tested):\s*(.*?)\s*-->\s*$`)
+	markerRE = regexp.MustCompile(`^\s*<!--\s*(test|not tested|manifest|values)(?::\s*(.*?))?\s*-->\s*$`)
 	fenceRE  = regexp.MustCompile("^(\\s*)```(\\S*)\\s*$")
 )
 
@@ -100,9 +132,12 @@ func parseDocBlocks(file, text string) ([]docBlock, error) {
 			indent = m[1]
 			if mm := markerRE.FindStringSubmatch(prev); mm != nil {
 				cur.marker = mm[1]
-				if mm[1] == "not tested" {
+				switch mm[1] {
+				case "not tested":
 					cur.skipWhy = mm[2]
-				} else {
+				case "manifest", "values":
+					cur.id = mm[2]
+				default:
 					id, rest, _ := strings.Cut(mm[2], ";")
 					cur.id = strings.TrimSpace(id)
 					if r, ok := strings.CutPrefix(strings.TrimSpace(rest), "replaces:"); ok {
@@ -158,10 +193,34 @@ func loadDocBlocks(t *testing.T) map[string]docBlock {
 
 func isShell(lang string) bool { return lang == "sh" || lang == "bash" || lang == "shell" }
 
-// TestDocsShellBlocksAreMarked: every shell block of the docs says whether the docs
-// tests run it, and every block marked `test` is run by a scenario, which names only
-// blocks that exist.
-func TestDocsShellBlocksAreMarked(t *testing.T) {
+// allDocBlocks parses every doc in allDocs.
+func allDocBlocks(t *testing.T) []docBlock {
+	t.Helper()
+	var out []docBlock
+	for _, f := range allDocs(t) {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks, err := parseDocBlocks(f, string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, blocks...)
+	}
+	return out
+}
+
+// docValuesUsed are the `<!-- values: NAME -->` blocks the chart tests render.
+var docValuesUsed = []string{"narrow-egress", "loadbalancer"}
+
+// manifestKinds are what a `<!-- manifest: KIND -->` marker may name.
+var manifestKinds = []string{"", "RunnerPool spec"}
+
+// TestDocsBlocksAreMarked: every command (sh) and manifest (yaml) of every doc says how
+// the tests run it, or why they do not; every block marked `test` is run by a scenario,
+// which names only blocks that exist. It lists and counts the blocks not tested.
+func TestDocsBlocksAreMarked(t *testing.T) {
 	used := map[string]bool{}
 	for _, sc := range docScenarios {
 		for _, st := range sc.steps {
@@ -171,27 +230,41 @@ func TestDocsShellBlocksAreMarked(t *testing.T) {
 		}
 	}
 	blocks := loadDocBlocks(t)
-	for _, f := range docFiles {
-		b, err := os.ReadFile(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
+	var skipped []string
+	counts := map[string]int{}
+	for _, bl := range allDocBlocks(t) {
+		runnable := isShell(bl.lang) || bl.lang == "yaml"
+		if runnable {
+			counts[bl.marker]++
 		}
-		all, err := parseDocBlocks(f, string(b))
-		if err != nil {
-			t.Fatal(err)
+		switch {
+		case isShell(bl.lang) && bl.marker != "test" && bl.marker != "not tested":
+			t.Errorf("%s: a shell block without <!-- test: ID --> or <!-- not tested: WHY --> before it", bl.where())
+		case bl.lang == "yaml" && bl.marker == "":
+			t.Errorf("%s: a yaml block without <!-- test: ID -->, <!-- manifest -->, <!-- manifest: RunnerPool spec -->, <!-- values: NAME --> or <!-- not tested: WHY --> before it", bl.where())
+		case !runnable && bl.marker != "":
+			t.Errorf("%s: a %q block is marked %s; only sh and yaml blocks are run", bl.where(), bl.lang, bl.marker)
 		}
-		for _, bl := range all {
-			if isShell(bl.lang) && bl.marker == "" {
-				t.Errorf("%s: a shell block without <!-- test: ID --> or <!-- not tested: WHY --> before it", bl.where())
-			}
-			if bl.marker == "not tested" && bl.skipWhy == "" {
+		switch bl.marker {
+		case "not tested":
+			if bl.skipWhy == "" {
 				t.Errorf("%s: <!-- not tested: --> says no reason", bl.where())
 			}
-			if bl.marker == "test" && !isShell(bl.lang) && bl.fileName() == "" {
+			skipped = append(skipped, fmt.Sprintf("%s (%s): %s", bl.where(), bl.lang, bl.skipWhy))
+		case "test":
+			if !isShell(bl.lang) && bl.fileName() == "" {
 				t.Errorf("%s: a tested %s block must start with a \"# FILE\" line naming the file it is", bl.where(), bl.lang)
 			}
-			if bl.marker == "test" && !used[bl.ref()] {
+			if !used[bl.ref()] {
 				t.Errorf("%s: block %s is marked test, but no scenario in docs_test.go runs it", bl.where(), bl.ref())
+			}
+		case "manifest":
+			if !slices.Contains(manifestKinds, bl.id) {
+				t.Errorf("%s: <!-- manifest: %s -->: want one of %q", bl.where(), bl.id, manifestKinds)
+			}
+		case "values":
+			if !slices.Contains(docValuesUsed, bl.id) {
+				t.Errorf("%s: <!-- values: %s --> is rendered by no test (docValuesUsed)", bl.where(), bl.id)
 			}
 		}
 	}
@@ -205,6 +278,8 @@ func TestDocsShellBlocksAreMarked(t *testing.T) {
 	if len(missing) > 0 {
 		t.Errorf("scenarios run blocks no doc marks: %v", missing)
 	}
+	t.Logf("commands and manifests of %d docs: %d run by a scenario, %d applied as manifests, %d rendered as chart values, %d not tested:\n  %s",
+		len(allDocs(t)), counts["test"], counts["manifest"], counts["values"], counts["not tested"], strings.Join(skipped, "\n  "))
 }
 
 func TestParseDocBlocks(t *testing.T) {

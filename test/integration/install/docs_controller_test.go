@@ -81,6 +81,12 @@ func runDeployment(t *testing.T, w *docWorld, ns, name string) *docController {
 			t.Logf("controller: %s → %s=%s (a free port on loopback instead of the pod's)", a, flag, addr)
 			a = flag + "=" + addr
 		}
+		if hasValue {
+			if local, ok := mountedConfigMapFile(t, w, &d, c, a[len(flag)+1:]); ok {
+				t.Logf("controller: %s → %s=%s (the ConfigMap's key, as the kubelet mounts it)", a, flag, local)
+				a = flag + "=" + local
+			}
+		}
 		args = append(args, a)
 	}
 	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--leader-election-namespace") }) {
@@ -159,6 +165,38 @@ func runDeployment(t *testing.T, w *docWorld, ns, name string) *docController {
 	})
 	go dc.dieWithDeployment(w)
 	return dc
+}
+
+// mountedConfigMapFile plays the kubelet for a flag's path inside a ConfigMap volume of
+// the controller (the runner NetworkPolicy, a CA bundle): it writes the key from the
+// installed ConfigMap into the test's directory and returns where.
+func mountedConfigMapFile(t *testing.T, w *docWorld, d *appsv1.Deployment, c *corev1.Container, path string) (string, bool) {
+	t.Helper()
+	for _, m := range c.VolumeMounts {
+		dir := strings.TrimSuffix(m.MountPath, "/") + "/"
+		if !strings.HasPrefix(path, dir) {
+			continue
+		}
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name != m.Name || v.ConfigMap == nil {
+				continue
+			}
+			var cm corev1.ConfigMap
+			if err := w.cluster.c.Get(context.Background(), types.NamespacedName{Namespace: d.Namespace, Name: v.ConfigMap.Name}, &cm); err != nil {
+				t.Fatalf("ConfigMap %s of volume %s: %v", v.ConfigMap.Name, v.Name, err)
+			}
+			key := strings.TrimPrefix(path, dir)
+			local := filepath.Join(w.dir, "mounts", d.Name, v.Name, key)
+			if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(local, []byte(cm.Data[key]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return local, true
+		}
+	}
+	return "", false
 }
 
 // dieWithDeployment stops the process once its Deployment is gone, as its pod would.

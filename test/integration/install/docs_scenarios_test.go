@@ -2,11 +2,13 @@ package install
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -45,6 +47,7 @@ var docScenarios = []docScenario{{
 		block(quickstart + "pool-file"),
 		block(quickstart + "pool-apply"),
 		poolReady("ci", "linux-x64"),
+		runnerPolicyIn("ci"),
 		jobGetsRunner("ci"),
 		crdsFromAnOlderRelease(),
 		block(install + "helm-upgrade"),
@@ -66,10 +69,19 @@ var docScenarios = []docScenario{{
 		block(quickstart + "pool-file"),
 		block(quickstart + "pool-apply"),
 		poolReady("ci", "linux-x64"),
+		runnerPolicyIn("ci"),
 		jobGetsRunner("ci"),
 		block(install + "delete-pools"),
 		block(install + "kustomize-uninstall"),
 		nothingLeft("gantry-system"),
+	},
+}, {
+	name: "quickstart with kustomize, then the webhook through an Ingress",
+	steps: []docStep{
+		block(quickstart + "kustomize-install"),
+		block(install + "ingress-overlay"),
+		block(install + "ingress-apply"),
+		ingressAsDocumented(),
 	},
 }, {
 	name: "install with kustomize, upgrade, uninstall",
@@ -119,6 +131,7 @@ var docScenarios = []docScenario{{
 		block(quickstart + "pool-file"),
 		block(quickstart + "pool-apply"),
 		poolReady("ci", "linux-x64"),
+		runnerPolicyIn("ci"),
 		jobGetsRunner("ci"),
 		crdsFromAnOlderRelease(),
 		block(operations + "helm-upgrade-crds"),
@@ -249,6 +262,34 @@ func uninstallFirst() docStep {
 		var crd apiextensionsv1.CustomResourceDefinition
 		if err := w.cluster.c.Get(context.Background(), client.ObjectKey{Name: "runners.gantry.dev"}, &crd); err != nil || crd.DeletionTimestamp == nil {
 			t.Fatalf("the Runner CRD should be stuck deleting: %v", err)
+		}
+	})
+}
+
+// ingressAsDocumented checks what install.md's Ingress overlay promises on top of the
+// quickstart's: the Ingress with the host, the class and TLS for it, and the
+// controller still on the quickstart's image.
+func ingressAsDocumented() docStep {
+	return action("check the Ingress (host, class, TLS) and the controller's image", func(t *testing.T, w *docWorld) {
+		var ing networkingv1.Ingress
+		if err := w.cluster.c.Get(context.Background(), client.ObjectKey{Namespace: "gantry-system", Name: "gantry-webhook"}, &ing); err != nil {
+			t.Fatalf("the overlay made no Ingress gantry-system/gantry-webhook: %v", err)
+		}
+		if c := ing.Spec.IngressClassName; c == nil || *c != "nginx" {
+			t.Errorf("ingressClassName %v, want nginx", c)
+		}
+		if len(ing.Spec.Rules) != 1 || ing.Spec.Rules[0].Host != "gantry.example.com" {
+			t.Errorf("rules %+v, want one for gantry.example.com", ing.Spec.Rules)
+		}
+		if len(ing.Spec.TLS) != 1 || ing.Spec.TLS[0].SecretName == "" || !slices.Equal(ing.Spec.TLS[0].Hosts, []string{"gantry.example.com"}) {
+			t.Errorf("tls %+v, want a Secret for gantry.example.com", ing.Spec.TLS)
+		}
+		var d appsv1.Deployment
+		if err := w.cluster.c.Get(context.Background(), client.ObjectKey{Namespace: "gantry-system", Name: "gantry-controller"}, &d); err != nil {
+			t.Fatal(err)
+		}
+		if img := d.Spec.Template.Spec.Containers[0].Image; img != "registry.example.com/gantry:v0.1.0" {
+			t.Errorf("the controller's image is %q after the overlay, want the quickstart's registry.example.com/gantry:v0.1.0", img)
 		}
 	})
 }

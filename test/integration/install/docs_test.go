@@ -16,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
@@ -314,8 +316,27 @@ func jobGetsRunner(ns string) docStep {
 	})
 }
 
+// runnerPolicyIn waits for the runner NetworkPolicy the controller puts beside the pools
+// of namespace ns (docs/security.md).
+func runnerPolicyIn(ns string) docStep {
+	return action("check the runner NetworkPolicy is in "+ns, func(t *testing.T, w *docWorld) {
+		waitFor(t, "a runner NetworkPolicy in "+ns, time.Minute, func(ctx context.Context) (bool, string) {
+			var l networkingv1.NetworkPolicyList
+			if err := w.cluster.c.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/managed-by": "gantry"}); err != nil {
+				return false, err.Error()
+			}
+			for _, p := range l.Items {
+				if p.Spec.PodSelector.MatchLabels["app.kubernetes.io/managed-by"] == "gantry" {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprintf("%d NetworkPolicies of Gantry's", len(l.Items))
+		})
+	})
+}
+
 // nothingLeft checks what an uninstall must leave: no runner registered on GitHub, no
-// Gantry CRD, no object of Gantry's with a finalizer, and the namespaces gone (or
+// Gantry CRD, no object of Gantry's (runner pods, Secrets, NetworkPolicies) left, and the namespaces gone (or
 // kept) as the docs say.
 func nothingLeft(goneNamespaces ...string) docStep {
 	return action("check the uninstall left nothing behind", func(t *testing.T, w *docWorld) {
@@ -334,14 +355,15 @@ func nothingLeft(goneNamespaces ...string) docStep {
 					left = append(left, "CRD "+c.Name+" (finalizers "+strings.Join(c.Finalizers, ",")+")")
 				}
 			}
-			for _, gvk := range []string{"PodList", "SecretList"} {
+			for _, gvk := range []schema.GroupVersionKind{corev1Pod.GroupVersion().WithKind("PodList"), corev1Pod.GroupVersion().WithKind("SecretList"),
+				networkingv1.SchemeGroupVersion.WithKind("NetworkPolicyList")} {
 				var l metav1.PartialObjectMetadataList
-				l.SetGroupVersionKind(corev1Pod.GroupVersion().WithKind(gvk))
+				l.SetGroupVersionKind(gvk)
 				if err := w.cluster.c.List(ctx, &l, client.MatchingLabels{"app.kubernetes.io/managed-by": "gantry"}); err != nil {
 					return false, err.Error()
 				}
 				for _, o := range l.Items {
-					left = append(left, gvk+" "+o.Namespace+"/"+o.Name)
+					left = append(left, gvk.Kind+" "+o.Namespace+"/"+o.Name)
 				}
 			}
 			for _, ns := range goneNamespaces {

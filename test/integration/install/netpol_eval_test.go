@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/mattfenwick/cyclonus/pkg/matcher"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,24 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// There is no network plugin here, so the rendered NetworkPolicies are judged by this
-// small evaluator of their semantics, as the Kubernetes documentation states them:
-//
-//   - A pod is isolated for a direction when a policy in its namespace selects it
-//     (podSelector) and lists that direction in policyTypes (default: Ingress, plus
-//     Egress when the policy has egress rules). An isolated pod's connection in that
-//     direction is allowed only when a rule of one of those policies matches it; a pod
-//     no policy isolates allows everything.
-//   - A connection needs both ends: the source's egress and the destination's ingress.
-//     An address outside the cluster has no policy of its own.
-//   - A rule matches when one of its peers matches the other end (no peers: any end)
-//     and one of its ports matches the destination port (no ports: any port).
-//   - A peer is an ipBlock (the address is in cidr and in no except), or a
-//     namespaceSelector and/or podSelector (a podSelector alone means the policy's own
-//     namespace; both must match when both are set). Pods have addresses too, so an
-//     ipBlock can match a pod.
-//   - A port has a protocol (default TCP) and a number, a name of the destination
-//     pod's container port, or no port (every port); endPort makes a range.
+// There is no network plugin here, so the rendered NetworkPolicies are judged by
+// cyclonus's matcher (github.com/mattfenwick/cyclonus/pkg/matcher), the engine of a
+// NetworkPolicy conformance tool that has been checked against real network plugins.
+// The newer policy-assistant of sigs.k8s.io/network-policy-api (cyclonus's successor,
+// which adds AdminNetworkPolicy) is a module of its own, cmd/policy-assistant, that
+// the Go module proxy does not serve; NetworkPolicy's semantics are the same in both.
+// This file only translates Gantry's test endpoints into the matcher's traffic.
 
 // endpoint is one end of a connection: a pod (namespace, labels, its namespace's labels,
 // named container ports) or an address outside the cluster.
@@ -52,59 +42,44 @@ func addressEndpoint(name, ip string) endpoint {
 	return endpoint{name: name, ip: netip.MustParseAddr(ip)}
 }
 
-// allowed says whether from may open a connection to to's port over protocol.
+func (e endpoint) peer() *matcher.TrafficPeer {
+	p := &matcher.TrafficPeer{IP: e.ip.String()}
+	if e.pod {
+		p.Internal = &matcher.InternalPeer{PodLabels: e.labels, NamespaceLabels: e.nsLabels, Namespace: e.namespace}
+	}
+	return p
+}
+
+// allowed says whether from may open a connection to to's port over protocol: the
+// source's egress and the destination's ingress both allow it.
 func allowed(t *testing.T, policies []networkingv1.NetworkPolicy, from, to endpoint, port int32, protocol corev1.Protocol) bool {
 	t.Helper()
-	return directionAllows(t, policies, from, to, to, port, protocol, networkingv1.PolicyTypeEgress) &&
-		directionAllows(t, policies, to, from, to, port, protocol, networkingv1.PolicyTypeIngress)
-}
-
-// directionAllows evaluates the policies of self for one direction; peer is the other
-// end, dest the destination (for named ports).
-func directionAllows(t *testing.T, policies []networkingv1.NetworkPolicy, self, peer, dest endpoint, port int32, protocol corev1.Protocol, dir networkingv1.PolicyType) bool {
-	t.Helper()
-	if !self.pod {
-		return true
-	}
-	isolated := false
-	for _, p := range policies {
-		if p.Namespace != self.namespace || !selects(t, &p.Spec.PodSelector, self.labels) || !hasType(&p, dir) {
-			continue
-		}
-		isolated = true
-		if dir == networkingv1.PolicyTypeIngress {
-			for _, r := range p.Spec.Ingress {
-				if peersMatch(t, p.Namespace, r.From, peer) && portsMatch(r.Ports, dest, port, protocol) {
-					return true
-				}
-			}
-		} else {
-			for _, r := range p.Spec.Egress {
-				if peersMatch(t, p.Namespace, r.To, peer) && portsMatch(r.Ports, dest, port, protocol) {
-					return true
-				}
+	ptrs := make([]*networkingv1.NetworkPolicy, len(policies))
+	for i := range policies {
+		p := policies[i].DeepCopy()
+		if len(p.Spec.PolicyTypes) == 0 {
+			// As the API server stores a policy that names no policyTypes (the matcher
+			// wants them named): Ingress, and Egress when it has egress rules.
+			p.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
+			if len(p.Spec.Egress) > 0 {
+				p.Spec.PolicyTypes = append(p.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
 			}
 		}
+		ptrs[i] = p
 	}
-	return !isolated
-}
-
-func hasType(p *networkingv1.NetworkPolicy, dir networkingv1.PolicyType) bool {
-	types := p.Spec.PolicyTypes
-	if len(types) == 0 {
-		types = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
-		if len(p.Spec.Egress) > 0 {
-			types = append(types, networkingv1.PolicyTypeEgress)
+	portName := ""
+	for name, p := range to.ports {
+		if p == port {
+			portName = name
 		}
 	}
-	for _, d := range types {
-		if d == dir {
-			return true
-		}
-	}
-	return false
+	res := matcher.BuildNetworkPolicies(false, ptrs).IsTrafficAllowed(&matcher.Traffic{
+		Source: from.peer(), Destination: to.peer(), ResolvedPort: int(port), ResolvedPortName: portName, Protocol: protocol,
+	})
+	return res.IsAllowed()
 }
 
+// selects says whether a label selector matches labels.
 func selects(t *testing.T, sel *metav1.LabelSelector, lbls map[string]string) bool {
 	t.Helper()
 	s, err := metav1.LabelSelectorAsSelector(sel)
@@ -114,89 +89,6 @@ func selects(t *testing.T, sel *metav1.LabelSelector, lbls map[string]string) bo
 	return s.Matches(labels.Set(lbls))
 }
 
-func peersMatch(t *testing.T, policyNS string, peers []networkingv1.NetworkPolicyPeer, e endpoint) bool {
-	t.Helper()
-	if len(peers) == 0 {
-		return true
-	}
-	for _, p := range peers {
-		if peerMatches(t, policyNS, p, e) {
-			return true
-		}
-	}
-	return false
-}
-
-func peerMatches(t *testing.T, policyNS string, p networkingv1.NetworkPolicyPeer, e endpoint) bool {
-	t.Helper()
-	if p.IPBlock != nil {
-		cidr, err := netip.ParsePrefix(p.IPBlock.CIDR)
-		if err != nil {
-			t.Fatalf("ipBlock cidr %q: %v", p.IPBlock.CIDR, err)
-		}
-		if !cidr.Contains(e.ip) {
-			return false
-		}
-		for _, x := range p.IPBlock.Except {
-			ex, err := netip.ParsePrefix(x)
-			if err != nil {
-				t.Fatalf("ipBlock except %q: %v", x, err)
-			}
-			if ex.Contains(e.ip) {
-				return false
-			}
-		}
-		return true
-	}
-	if !e.pod {
-		return false
-	}
-	switch {
-	case p.NamespaceSelector == nil && p.PodSelector == nil:
-		t.Fatalf("a peer with neither ipBlock, namespaceSelector nor podSelector: %+v", p)
-		return false
-	case p.NamespaceSelector == nil:
-		return e.namespace == policyNS && selects(t, p.PodSelector, e.labels)
-	case p.PodSelector == nil:
-		return selects(t, p.NamespaceSelector, e.nsLabels)
-	default:
-		return selects(t, p.NamespaceSelector, e.nsLabels) && selects(t, p.PodSelector, e.labels)
-	}
-}
-
-func portsMatch(ports []networkingv1.NetworkPolicyPort, dest endpoint, port int32, protocol corev1.Protocol) bool {
-	if len(ports) == 0 {
-		return true
-	}
-	for _, p := range ports {
-		proto := corev1.ProtocolTCP
-		if p.Protocol != nil {
-			proto = *p.Protocol
-		}
-		if proto != protocol {
-			continue
-		}
-		if p.Port == nil {
-			return true
-		}
-		var n int32
-		if p.Port.Type == intstr.String {
-			named, ok := dest.ports[p.Port.StrVal]
-			if !ok {
-				continue
-			}
-			n = named
-		} else {
-			n = p.Port.IntVal
-		}
-		if port == n || (p.EndPort != nil && p.Port.Type == intstr.Int && port >= n && port <= *p.EndPort) {
-			return true
-		}
-	}
-	return false
-}
-
-// connection is one connection a test expects allowed or refused.
 type connection struct {
 	from, to endpoint
 	port     int32
@@ -229,9 +121,11 @@ func checkConnections(t *testing.T, policies []networkingv1.NetworkPolicy, conns
 	}
 }
 
-// The evaluator's own checks, on hand-written policies: isolation only when selected,
-// default deny, ipBlock except, namespace and pod selectors, named ports and ranges.
-func TestNetworkPolicyEvaluator(t *testing.T) {
+// The adapter's own checks, on hand-written policies: isolation only when selected,
+// default deny, ipBlock except, namespace and pod selectors, named ports and ranges —
+// so a wrong translation of an endpoint (a named port, a namespace's labels) shows here
+// rather than as a policy that seems to hold.
+func TestNetworkPolicyMatcher(t *testing.T) {
 	web := podEndpoint("web", "app", map[string]string{"app": "web"}, "10.0.0.2")
 	web.ports = map[string]int32{"http": 8080}
 	db := podEndpoint("db", "app", map[string]string{"app": "db"}, "10.0.0.3")

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,6 +14,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller/netpol"
+	"github.com/gantry-dev/gantry/internal/testutil"
 )
 
 // world is the cluster the rendered policies are judged in: a runner pod of each
@@ -131,31 +134,79 @@ func policyNamespaces(t *testing.T, policies []networkingv1.NetworkPolicy) []str
 	return out
 }
 
-// The chart renders the NetworkPolicies by default, and they do what docs/security.md
-// says: runner pods reach DNS, GitHub and the internet, but not the cloud metadata
-// endpoints, the controller or each other; the controller takes webhook deliveries from
-// the cluster's pods but runners and the other replicas, and metrics scrapes from the
-// monitoring namespace only.
+// runnerPolicy follows the rendered Deployment's --runner-network-policy flag to the
+// file it names: the volume mounted there, its ConfigMap among the rendered objects,
+// the key. It returns the policy as the controller parses it (netpol.Parse).
+func runnerPolicy(t *testing.T, objs []*unstructured.Unstructured, d *appsv1.Deployment) *networkingv1.NetworkPolicy {
+	t.Helper()
+	c := d.Spec.Template.Spec.Containers[0]
+	arg, ok := argWithPrefix(c.Args, "--runner-network-policy=")
+	path := strings.TrimPrefix(arg, "--runner-network-policy=")
+	if !ok {
+		t.Fatalf("the controller has no --runner-network-policy: no runner pod would get a policy; args %q", c.Args)
+	}
+	var volume, key string
+	for _, m := range c.VolumeMounts {
+		if dir := strings.TrimSuffix(m.MountPath, "/") + "/"; strings.HasPrefix(path, dir) {
+			volume, key = m.Name, strings.TrimPrefix(path, dir)
+		}
+	}
+	var cmName string
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == volume && v.ConfigMap != nil {
+			cmName = v.ConfigMap.Name
+		}
+	}
+	if cmName == "" {
+		t.Fatalf("--runner-network-policy=%s is on no ConfigMap volume", path)
+	}
+	cm := typed[corev1.ConfigMap](t, find(t, objs, "ConfigMap", d.Namespace, cmName))
+	p, err := netpol.Parse([]byte(cm.Data[key]))
+	if err != nil {
+		t.Fatalf("ConfigMap %s key %s: %v", cmName, key, err)
+	}
+	return p
+}
+
+// withRunnerPolicies adds the runner policy as the controller applies it in each of the
+// namespaces that hold pools.
+func withRunnerPolicies(policies []networkingv1.NetworkPolicy, tmpl *networkingv1.NetworkPolicy, poolNamespaces ...string) []networkingv1.NetworkPolicy {
+	out := append([]networkingv1.NetworkPolicy(nil), policies...)
+	for _, ns := range poolNamespaces {
+		pool := testutil.RunnerPool(ns, "linux").Obj()
+		out = append(out, *netpol.ForNamespace(tmpl, ns, []v1alpha1.RunnerPool{*pool}))
+	}
+	return out
+}
+
+// A default install (chart and kustomize) fences runner pods in every namespace that
+// holds pools, whichever it is: the install renders no runner policy of its own — it
+// could not know the namespaces — but hands one to the controller, which puts it beside
+// the pools (internal/controller/netpol; TestRBAC's controller shows it there). The
+// policies do what docs/security.md says: runner pods reach DNS, GitHub and the
+// internet, but not the cloud metadata endpoints, the controller or each other; the
+// controller takes webhook deliveries from the cluster's pods but runners and the other
+// replicas, and metrics scrapes from the monitoring namespace only.
 func TestChartNetworkPolicies(t *testing.T) {
 	const ns = "gantry-system"
+	render := func(t *testing.T, values map[string]any) ([]networkingv1.NetworkPolicy, *networkingv1.NetworkPolicy, *appsv1.Deployment) {
+		objs := mustHelmTemplate(t, "gantry", ns, values)
+		policies := networkPolicies(t, objs)
+		if got := policyNamespaces(t, policies); len(got) != 0 {
+			t.Errorf("the chart rendered runner policies in %q: the controller puts them where pools are", got)
+		}
+		d := typed[appsv1.Deployment](t, find(t, objs, "Deployment", ns, "gantry"))
+		return policies, runnerPolicy(t, objs, d), d
+	}
 	t.Run("defaults", func(t *testing.T) {
-		objs := mustHelmTemplate(t, "gantry", ns, map[string]any{})
-		policies := networkPolicies(t, objs)
-		if got := policyNamespaces(t, policies); len(got) != 1 || got[0] != ns {
-			t.Fatalf("runner policies rendered in %q, want in %s (the release namespace, where the credentials Secret goes)", got, ns)
+		policies, tmpl, d := render(t, map[string]any{})
+		if tmpl.Name != "gantry-runners" {
+			t.Errorf("runner policy named %q, want gantry-runners", tmpl.Name)
 		}
-		d := typed[appsv1.Deployment](t, find(t, objs, "Deployment", ns, "gantry"))
-		newWorld(t, d, []string{ns}).checkDefaults(t, policies)
-	})
-	t.Run("watched namespaces", func(t *testing.T) {
-		watched := []string{"ci", "builds"}
-		objs := mustHelmTemplate(t, "gantry", ns, map[string]any{"watchNamespaces": watched})
-		policies := networkPolicies(t, objs)
-		if got := policyNamespaces(t, policies); len(got) != 2 || got[0] != "ci" || got[1] != "builds" {
-			t.Fatalf("runner policies rendered in %q, want in %q", got, watched)
-		}
-		d := typed[appsv1.Deployment](t, find(t, objs, "Deployment", ns, "gantry"))
-		w := newWorld(t, d, watched)
+		// The quickstart's pool lives in ci; another team's in builds.
+		pools := []string{"ci", "builds"}
+		policies = withRunnerPolicies(policies, tmpl, pools...)
+		w := newWorld(t, d, pools)
 		w.checkDefaults(t, policies)
 		// A pod that is not Gantry's, in a namespace with a runner policy, is not fenced.
 		other := podEndpoint("a team's own pod in ci", "ci", map[string]string{"app": "api"}, "10.0.6.2")
@@ -165,12 +216,11 @@ func TestChartNetworkPolicies(t *testing.T) {
 		})
 	})
 	t.Run("webhook from GitHub's addresses", func(t *testing.T) {
-		objs := mustHelmTemplate(t, "gantry", ns, map[string]any{"networkPolicy": map[string]any{"controller": map[string]any{
+		policies, tmpl, d := render(t, map[string]any{"networkPolicy": map[string]any{"controller": map[string]any{
 			"webhookFrom": []any{map[string]any{"ipBlock": map[string]any{"cidr": "192.30.252.0/22"}}},
 		}}})
-		policies := networkPolicies(t, objs)
-		d := typed[appsv1.Deployment](t, find(t, objs, "Deployment", ns, "gantry"))
-		w := newWorld(t, d, []string{ns})
+		policies = withRunnerPolicies(policies, tmpl, "ci")
+		w := newWorld(t, d, []string{"ci"})
 		checkConnections(t, policies, []connection{
 			{from: w.githubHooks, to: w.controller, port: w.webhookPort, want: true},
 			{from: w.elsewhere, to: w.controller, port: w.webhookPort, want: false},
@@ -180,11 +230,28 @@ func TestChartNetworkPolicies(t *testing.T) {
 			{from: w.githubHooks, to: w.controller, port: w.metricsPort, want: false},
 		})
 	})
+	t.Run("a LoadBalancer as docs/install.md shows", func(t *testing.T) {
+		values := docValues(t, "loadbalancer")
+		policies, tmpl, d := render(t, values)
+		objs := mustHelmTemplate(t, "gantry", ns, values)
+		svc := typed[corev1.Service](t, find(t, objs, "Service", ns, "gantry-webhook"))
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
+			t.Errorf("webhook Service type %q, externalTrafficPolicy %q; want LoadBalancer and Local", svc.Spec.Type, svc.Spec.ExternalTrafficPolicy)
+		}
+		policies = withRunnerPolicies(policies, tmpl, "ci")
+		w := newWorld(t, d, []string{"ci"})
+		checkConnections(t, policies, []connection{
+			{from: w.githubHooks, to: w.controller, port: w.webhookPort, want: true},
+			{from: w.githubHooks, to: w.controller, port: w.metricsPort, want: false},
+			{from: w.elsewhere, to: w.controller, port: w.webhookPort, want: false},
+			{from: w.runners[0], to: w.controller, port: w.webhookPort, want: false},
+			{from: w.replica, to: w.controller, port: w.webhookPort, want: true},
+		})
+	})
 	t.Run("egress narrowed as docs/security.md shows", func(t *testing.T) {
-		objs := mustHelmTemplate(t, "gantry", ns, docValues(t, "narrow-egress"))
-		policies := networkPolicies(t, objs)
-		d := typed[appsv1.Deployment](t, find(t, objs, "Deployment", ns, "gantry"))
-		w := newWorld(t, d, []string{ns})
+		policies, tmpl, d := render(t, docValues(t, "narrow-egress"))
+		policies = withRunnerPolicies(policies, tmpl, "ci")
+		w := newWorld(t, d, []string{"ci"})
 		r := w.runners[0]
 		udp := corev1.ProtocolUDP
 		checkConnections(t, policies, []connection{
@@ -203,64 +270,66 @@ func TestChartNetworkPolicies(t *testing.T) {
 		if n := len(ofKind(objs, "NetworkPolicy")); n != 0 {
 			t.Errorf("networkPolicy.enabled=false rendered %d NetworkPolicies", n)
 		}
+		d := typed[appsv1.Deployment](t, find(t, objs, "Deployment", ns, "gantry"))
+		if arg, ok := argWithPrefix(d.Spec.Template.Spec.Containers[0].Args, "--runner-network-policy"); ok {
+			t.Errorf("networkPolicy.enabled=false still passes %s", arg)
+		}
 	})
 }
 
-// The kustomize bases carry the same policies: config/default (the runner policy in
-// gantry-system, and runners.yaml applied to a pool's namespace as the component says),
-// and config/namespaced (everything in ci).
+// The kustomize bases carry the same policies: config/default (the controller's in
+// gantry-system, the runner policy in a ConfigMap the controller reads) and
+// config/namespaced (everything in ci).
 func TestKustomizeNetworkPolicies(t *testing.T) {
-	t.Run("default", func(t *testing.T) {
-		objs := kustomizeBuild(t, "config/default")
-		policies := networkPolicies(t, objs)
-		// `kubectl apply -n ci -f config/components/network-policies/runners.yaml`.
-		b, err := os.ReadFile(filepath.Join(root, "config", "components", "network-policies", "runners.yaml"))
+	for _, tc := range []struct{ dir, ns string }{{"config/default", "gantry-system"}, {"config/namespaced", "ci"}} {
+		t.Run(tc.dir, func(t *testing.T) {
+			objs := kustomizeBuild(t, tc.dir)
+			policies := networkPolicies(t, objs)
+			if got := policyNamespaces(t, policies); len(got) != 0 {
+				t.Errorf("runner policies built in %q: the controller puts them where pools are", got)
+			}
+			d := typed[appsv1.Deployment](t, find(t, objs, "Deployment", tc.ns, "gantry-controller"))
+			pools := []string{"ci", "builds"}
+			newWorld(t, d, pools).checkDefaults(t, withRunnerPolicies(policies, runnerPolicy(t, objs, d), pools...))
+		})
+	}
+}
+
+var docValuesBlock = regexp.MustCompile("(?s)<!-- values: ([a-z-]+) -->\\s*```yaml\\n(.*?)\\s*```")
+
+// docValues returns the chart values of the block marked `<!-- values: NAME -->` in
+// docs/security.md or docs/install.md.
+func docValues(t *testing.T, name string) map[string]any {
+	t.Helper()
+	for _, doc := range []string{"docs/security.md", "docs/install.md"} {
+		b, err := os.ReadFile(filepath.Join(root, doc))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var extra networkingv1.NetworkPolicy
-		if err := yaml.UnmarshalStrict(b, &extra); err != nil {
-			t.Fatal(err)
+		for _, m := range docValuesBlock.FindAllSubmatch(b, -1) {
+			if string(m[1]) != name {
+				continue
+			}
+			var v map[string]any
+			// The block may sit indented in a list item.
+			if err := yaml.Unmarshal([]byte(dedent(string(m[2]))), &v); err != nil {
+				t.Fatalf("%s's %s values: %v", doc, name, err)
+			}
+			return v
 		}
-		if extra.Namespace != "" {
-			t.Fatalf("runners.yaml names namespace %q: it must take the one `kubectl apply -n` gives", extra.Namespace)
-		}
-		extra.Namespace = "ci"
-		policies = append(policies, extra)
-		d := typed[appsv1.Deployment](t, find(t, objs, "Deployment", "gantry-system", "gantry-controller"))
-		newWorld(t, d, []string{"gantry-system", "ci"}).checkDefaults(t, policies)
-	})
-	t.Run("namespaced", func(t *testing.T) {
-		objs := kustomizeBuild(t, "config/namespaced")
-		policies := networkPolicies(t, objs)
-		if got := policyNamespaces(t, policies); len(got) != 1 || got[0] != "ci" {
-			t.Fatalf("runner policies built in %q, want in ci", got)
-		}
-		d := typed[appsv1.Deployment](t, find(t, objs, "Deployment", "ci", "gantry-controller"))
-		newWorld(t, d, []string{"ci"}).checkDefaults(t, policies)
-	})
+	}
+	t.Fatalf("no doc has a values block marked <!-- values: %s -->", name)
+	return nil
 }
 
-var docValuesBlock = regexp.MustCompile("(?s)<!-- values: ([a-z-]+) -->\\s*```yaml\\n(.*?)```")
-
-// docValues returns the chart values of docs/security.md's block marked
-// `<!-- values: NAME -->`.
-func docValues(t *testing.T, name string) map[string]any {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "docs", "security.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range docValuesBlock.FindAllSubmatch(b, -1) {
-		if string(m[1]) != name {
-			continue
+// dedent removes the indentation of a block's first line from every line.
+func dedent(s string) string {
+	lines := strings.Split(s, "\n")
+	ind := len(lines[0]) - len(strings.TrimLeft(lines[0], " "))
+	for i, l := range lines {
+		if len(l) >= ind && strings.TrimSpace(l[:ind]) == "" {
+			lines[i] = l[ind:]
 		}
-		var v map[string]any
-		if err := yaml.Unmarshal(m[2], &v); err != nil {
-			t.Fatalf("docs/security.md's %s values: %v", name, err)
-		}
-		return v
 	}
-	t.Fatalf("docs/security.md has no values block marked <!-- values: %s -->", name)
-	return nil
+	return strings.Join(lines, "\n")
 }

@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -208,8 +210,8 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, s rbacScope) {
 // TestControllerRunsWithTheChartsRights installs the chart's ServiceAccount, RBAC and
 // Secrets for real, then runs Gantry's manager as that ServiceAccount (impersonated)
 // against the GitHub simulator: it must win the leader Lease, read the webhook Secret,
-// and take a RunnerPool through a runner's whole life (Runner, JIT Secret, pod,
-// retirement) with exactly those rights. The API server's own authorizer answers
+// put the chart's runner NetworkPolicy beside the pool, and take a RunnerPool through
+// a runner's whole life (Runner, JIT Secret, pod, retirement) with exactly those rights. The API server's own authorizer answers
 // whether each generated right is granted where the chart means it, and refused
 // elsewhere.
 func TestControllerRunsWithTheChartsRights(t *testing.T) {
@@ -277,6 +279,7 @@ func TestControllerRunsWithTheChartsRights(t *testing.T) {
 				WebhookSecret:  types.NamespacedName{Namespace: home, Name: fullname + "-webhook"},
 				LeaderElection: true, LeaderElectionNamespace: home,
 				Namespaces: watched, ResyncInterval: time.Hour, SeveralPerProcess: true, GitHubAllowHTTP: true,
+				RunnerNetworkPolicy: runnerPolicy(t, objs, typed[appsv1.Deployment](t, find(t, objs, "Deployment", home, fullname))),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -317,6 +320,9 @@ func TestControllerRunsWithTheChartsRights(t *testing.T) {
 				}
 				key = client.ObjectKeyFromObject(&list.Items[0])
 				return env.Client.Get(c, key, &corev1.Pod{}) == nil && env.Client.Get(c, key, &corev1.Secret{}) == nil
+			})
+			eventually(t, "the runner NetworkPolicy in "+poolNS, func() bool {
+				return env.Client.Get(c, types.NamespacedName{Namespace: poolNS, Name: fullname + "-runners"}, &networkingv1.NetworkPolicy{}) == nil
 			})
 			eventually(t, "the pool Ready", func() bool {
 				var p v1alpha1.RunnerPool
