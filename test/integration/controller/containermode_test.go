@@ -452,17 +452,20 @@ func TestKubernetesModeFencesJobCodeOffWithTheRunnersOwnToken(t *testing.T) {
 	allowed("delete its workflow pod", hook.CoreV1().Pods(jobs).Delete(ctx, own, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
 }
 
-// A workflow pod whose job image cannot be pulled fails its runner once
+// A workflow pod whose job image cannot be pulled is dealt with once
 // recovery.imagePullGracePeriod passes, not after the hook's prepare-job timeout: a
-// WorkflowPodReady condition and a Warning event name the image, the runner pod is
-// deleted (the runner stops, GitHub fails the job), and the anchor, the workflow pod and
-// the hook's Secrets are gone with it.
-func TestUnpullableJobImageFailsTheRunnerFastAndLeavesNothingBehind(t *testing.T) {
+// WorkflowPodReady condition and a Warning event name the image, and the WORKFLOW pod is
+// deleted — the hook's prepare_job then fails at once and the runner reports the job
+// failed and exits by itself. The runner pod is not deleted by the controller (that
+// would leave GitHub to fail the job only after its runner-lost timeout). Once the
+// runner exits, the anchor and the hook's Secrets go too.
+func TestUnpullableJobImageDeletesTheWorkflowPodNotTheRunnerPod(t *testing.T) {
 	w, jobs := containerModeWorld(t)
 	pool := w.pool("k8s").MinIdle(1).KubernetesMode(jobs).Obj()
 	pool.Spec.Recovery.ImagePullGracePeriod = &metav1.Duration{Duration: time.Second}
 	w.create(pool)
 	a := w.boundRunnerPods("k8s", 1, "node-a")[0]
+	w.setPodRunning(a)
 	w.eventually("the anchor", func() (bool, error) {
 		err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: jobs, Name: a}, &corev1.Pod{})
 		return err == nil, client.IgnoreNotFound(err)
@@ -477,7 +480,8 @@ func TestUnpullableJobImageFailsTheRunnerFastAndLeavesNothingBehind(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The kubelet's word: the job container's image cannot be pulled.
+	// The kubelet's word: the job container's image cannot be pulled. Written once: no
+	// later write to the workflow pod brings the controller back, only its own requeue.
 	wf.Status.Phase = corev1.PodPending
 	wf.Status.ContainerStatuses = []corev1.ContainerStatus{
 		{Name: "job", Image: image, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
@@ -488,19 +492,39 @@ func TestUnpullableJobImageFailsTheRunnerFastAndLeavesNothingBehind(t *testing.T
 		t.Fatal(err)
 	}
 
-	rn := w.expectFailed("k8s", a, v1alpha1.ReasonWorkflowPodImagePullFailed, 1, image, `container "job"`)
-	c := meta.FindStatusCondition(rn.Status.Conditions, v1alpha1.ConditionWorkflowPodReady)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonWorkflowPodImagePullFailed || !strings.Contains(c.Message, image) {
-		t.Errorf("WorkflowPodReady condition = %+v, want False with reason %s naming %s", c, v1alpha1.ReasonWorkflowPodImagePullFailed, image)
-	}
-	if since := failedAt(t, rn).Sub(wf.CreationTimestamp.Time); since > 30*time.Second {
-		t.Errorf("the runner failed %s after the workflow pod was created; want about imagePullGracePeriod (1s)", since)
-	}
-	w.eventually("the runner pod deleted", func() (bool, error) {
-		p, err := w.getPod(a)
-		return apierrors.IsNotFound(err) || (err == nil && p.DeletionTimestamp != nil), client.IgnoreNotFound(err)
+	w.eventuallyWithin(20*time.Second, "the workflow pod deleted", func() (bool, error) {
+		_, err := hook.CoreV1().Pods(jobs).Get(ctx, wf.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
-	w.eventually("the anchor, the workflow pod and the hook's Secrets gone", func() (bool, error) {
+	ev := w.warningEvent(a, v1alpha1.ReasonWorkflowPodImagePullFailed)
+	if !strings.Contains(ev.Message, image) || !strings.Contains(ev.Message, `container "job"`) {
+		t.Errorf("the Warning event says %q; want it to name the image %s and its container", ev.Message, image)
+	}
+	var rn *v1alpha1.Runner
+	w.eventually("WorkflowPodReady False naming the image", func() (bool, error) {
+		var err error
+		if rn, err = w.getRunner(a); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(rn.Status.Conditions, v1alpha1.ConditionWorkflowPodReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonWorkflowPodImagePullFailed &&
+			strings.Contains(c.Message, image), nil
+	})
+	// The runner ends by itself, its hook having failed the job: the controller neither
+	// fails it nor deletes its pod meanwhile.
+	for range 6 {
+		p, err := w.getPod(a)
+		if err != nil || p.DeletionTimestamp != nil {
+			t.Fatalf("the runner pod was deleted by the controller (err %v); want it left to end by itself", err)
+		}
+		if rn, err := w.getRunner(a); err != nil || rn.Status.Phase == v1alpha1.RunnerFailed {
+			t.Fatalf("the runner failed (err %v); want it left to end by itself", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	w.setPodExitedUnlessGone(a, 0)
+	w.eventually("the anchor and the hook's Secrets gone", func() (bool, error) {
 		var pods corev1.PodList
 		if err := w.c.List(w.ctx(), &pods, client.InNamespace(jobs)); err != nil {
 			return false, err
