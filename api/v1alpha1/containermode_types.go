@@ -297,6 +297,10 @@ const (
 	ReasonContainerModeFailed = "ContainerModeFailed"
 	// ReasonNamespaceNotFound: containerMode.namespace does not exist; create it.
 	ReasonNamespaceNotFound = "NamespaceNotFound"
+	// ReasonNamespaceNotWatched: the controller watches only some namespaces
+	// (--namespaces, the chart's watchNamespaces) and containerMode.namespace is not one
+	// of them: it could not see the workflow pods there; the pool creates no runner.
+	ReasonNamespaceNotWatched = "NamespaceNotWatched"
 	// ReasonSameNamespace: containerMode.namespace is the pool's own namespace, where the
 	// hook's token could read every runner's JIT configuration; the pool creates no runner.
 	ReasonSameNamespace = "SameNamespace"

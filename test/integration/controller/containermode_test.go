@@ -123,7 +123,7 @@ func installContainerHookFence(t *testing.T) {
 
 // containerModeWorld is a world whose manager also watches jobs, the pool's
 // containerMode.namespace, labeled with a Pod Security level as the docs ask.
-func containerModeWorld(t *testing.T) (*world, string) {
+func containerModeWorld(t *testing.T, alsoWatched ...string) (*world, string) {
 	t.Helper()
 	installContainerHookFence(t)
 	jobs := env.Namespace(t)
@@ -139,7 +139,7 @@ func containerModeWorld(t *testing.T) (*world, string) {
 	w := &world{t: t, ns: env.Namespace(t), c: env.Client}
 	st := stack.Start(t, env, w.ns, stack.Options{
 		Token: testToken, CredentialsSecret: "github-creds", WebhookSecret: webhookSecret,
-		RateLimits: simgithub.RateLimits{Disabled: true}, ExtraNamespaces: []string{jobs},
+		RateLimits: simgithub.RateLimits{Disabled: true}, ExtraNamespaces: append([]string{jobs}, alsoWatched...),
 	})
 	w.sim, w.simURL, w.gantry, w.hookURL = st.Sim, st.SimURL, st.Gantry, st.HookURL
 	return w, jobs
@@ -611,20 +611,39 @@ func TestHookObjectsGoWhateverEndsTheRunner(t *testing.T) {
 	}
 }
 
-// A Kubernetes-mode pool whose containerMode.namespace is its own, or does not exist,
-// creates no runner and says why.
-func TestKubernetesModePoolRefusesItsOwnOrAMissingNamespace(t *testing.T) {
-	w, _ := containerModeWorld(t)
+// A Kubernetes-mode pool whose containerMode.namespace is its own, is not among the
+// namespaces the controller watches (--namespaces), or does not exist, creates no
+// runner and says why: not Ready and Degraded, with a message naming what to fix.
+func TestKubernetesModePoolRefusesItsOwnAnUnwatchedOrAMissingNamespace(t *testing.T) {
+	// "no-such-namespace" is watched, so that the pool naming it meets its absence.
+	w, _ := containerModeWorld(t, "no-such-namespace")
+	unwatched := env.Namespace(t) // exists, but the controller does not watch it
 	w.create(w.pool("same").MinIdle(1).KubernetesMode(w.ns).Obj())
 	w.create(w.pool("missing").MinIdle(1).KubernetesMode("no-such-namespace").Obj())
-	for pool, reason := range map[string]string{"same": v1alpha1.ReasonSameNamespace, "missing": v1alpha1.ReasonNamespaceNotFound} {
-		w.eventually("pool "+pool+" not Ready with "+reason, func() (bool, error) {
-			p := w.getPool(pool)
-			c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
-			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason, nil
+	w.create(w.pool("unwatched").MinIdle(1).KubernetesMode(unwatched).Obj())
+	for _, tc := range []struct {
+		pool, reason string
+		wantInMsg    []string
+	}{
+		{"same", v1alpha1.ReasonSameNamespace, []string{w.ns}},
+		{"missing", v1alpha1.ReasonNamespaceNotFound, []string{"no-such-namespace"}},
+		{"unwatched", v1alpha1.ReasonNamespaceNotWatched, []string{unwatched, "--namespaces", "watchNamespaces"}},
+	} {
+		w.eventually("pool "+tc.pool+" not Ready and Degraded with "+tc.reason, func() (bool, error) {
+			p := w.getPool(tc.pool)
+			ready := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+			degraded := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionDegraded)
+			return ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == tc.reason &&
+				degraded != nil && degraded.Status == metav1.ConditionTrue && degraded.Reason == tc.reason, nil
 		})
-		if n := len(w.runners(pool)); n != 0 {
-			t.Errorf("pool %s (%s) created %d runners, want none", pool, reason, n)
+		degraded := meta.FindStatusCondition(w.getPool(tc.pool).Status.Conditions, v1alpha1.ConditionDegraded)
+		for _, want := range tc.wantInMsg {
+			if !strings.Contains(degraded.Message, want) {
+				t.Errorf("pool %s: Degraded message %q does not name %q", tc.pool, degraded.Message, want)
+			}
+		}
+		if n := len(w.runners(tc.pool)); n != 0 {
+			t.Errorf("pool %s (%s) created %d runners, want none", tc.pool, tc.reason, n)
 		}
 	}
 }
