@@ -279,13 +279,15 @@ const (
 	// ReasonWorkflowPodRunning: the workflow pod runs.
 	ReasonWorkflowPodRunning = "WorkflowPodRunning"
 	// ReasonWorkflowPodInvalidImage: the job or a service image name is invalid; the
-	// runner is ended at once, which fails the job on GitHub.
+	// workflow pod is deleted at once, so the hook fails the job and the runner ends.
 	ReasonWorkflowPodInvalidImage = "WorkflowPodInvalidImage"
 	// ReasonWorkflowPodImagePullFailed: the job or a service image could not be pulled for
-	// longer than recovery.imagePullGracePeriod; the runner is ended, failing the job.
+	// longer than recovery.imagePullGracePeriod; the workflow pod is deleted, so the hook
+	// fails the job and the runner ends.
 	ReasonWorkflowPodImagePullFailed = "WorkflowPodImagePullFailed"
 	// ReasonWorkflowPodUnschedulable: the scheduler could not place the workflow pod for
-	// longer than recovery.pendingTimeout; the runner is ended, failing the job.
+	// longer than recovery.pendingTimeout; the workflow pod is deleted, so the hook fails
+	// the job and the runner ends.
 	ReasonWorkflowPodUnschedulable = "WorkflowPodUnschedulable"
 
 	// The pool reasons below are those of its Ready (False) and Degraded (True)
