@@ -279,13 +279,15 @@ const (
 	// ReasonWorkflowPodRunning: the workflow pod runs.
 	ReasonWorkflowPodRunning = "WorkflowPodRunning"
 	// ReasonWorkflowPodInvalidImage: the job or a service image name is invalid; the
-	// runner is ended at once, which fails the job on GitHub.
+	// workflow pod is deleted at once, so the hook fails the job and the runner ends.
 	ReasonWorkflowPodInvalidImage = "WorkflowPodInvalidImage"
 	// ReasonWorkflowPodImagePullFailed: the job or a service image could not be pulled for
-	// longer than recovery.imagePullGracePeriod; the runner is ended, failing the job.
+	// longer than recovery.imagePullGracePeriod; the workflow pod is deleted, so the hook
+	// fails the job and the runner ends.
 	ReasonWorkflowPodImagePullFailed = "WorkflowPodImagePullFailed"
 	// ReasonWorkflowPodUnschedulable: the scheduler could not place the workflow pod for
-	// longer than recovery.pendingTimeout; the runner is ended, failing the job.
+	// longer than recovery.pendingTimeout; the workflow pod is deleted, so the hook fails
+	// the job and the runner ends.
 	ReasonWorkflowPodUnschedulable = "WorkflowPodUnschedulable"
 
 	// The pool reasons below are those of its Ready (False) and Degraded (True)
@@ -297,6 +299,10 @@ const (
 	ReasonContainerModeFailed = "ContainerModeFailed"
 	// ReasonNamespaceNotFound: containerMode.namespace does not exist; create it.
 	ReasonNamespaceNotFound = "NamespaceNotFound"
+	// ReasonNamespaceNotWatched: the controller watches only some namespaces
+	// (--namespaces, the chart's watchNamespaces) and containerMode.namespace is not one
+	// of them: it could not see the workflow pods there; the pool creates no runner.
+	ReasonNamespaceNotWatched = "NamespaceNotWatched"
 	// ReasonSameNamespace: containerMode.namespace is the pool's own namespace, where the
 	// hook's token could read every runner's JIT configuration; the pool creates no runner.
 	ReasonSameNamespace = "SameNamespace"

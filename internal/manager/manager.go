@@ -262,7 +262,7 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 	if err := (&runnerpool.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Births: births, GitHub: resolver, Tracker: tracker, Failures: failures,
 		Sources: sources, Events: mgr.GetEventRecorder("gantry-runnerpool"), Clock: clk, FailureThreshold: failures.Threshold,
-		Warm: observations,
+		Warm: observations, WatchedNamespaces: opts.Namespaces,
 	}).SetupWithManager(mgr, opts.Concurrency); err != nil {
 		return nil, err
 	}

@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -153,9 +155,14 @@ var anchorNodeSelector = map[string]string{v1alpha1.LabelWorkflowPod: "anchor-ne
 //   - The workflow pod is watched: Running sets the Runner's WorkflowPodReady condition
 //     True; an invalid image, an image pull failing past recovery.imagePullGracePeriod,
 //     or a pod unschedulable past recovery.pendingTimeout (the runner pod's own stuck
-//     detection, diagnose) fails the runner with a Warning event naming the image or the
-//     scheduler's message: its pod is deleted, so the runner stops and GitHub fails the
-//     job at once instead of after the hook's prepare-job timeout.
+//     detection, diagnose) sets it False with a Warning event naming the image or the
+//     scheduler's message, and deletes the WORKFLOW pod — not the runner pod. The hook's
+//     prepare_job, polling that pod, finds it gone and fails at once; the runner reports
+//     the job failed with the hook's message and exits: the job ends within seconds,
+//     not after the hook's prepare-job timeout nor GitHub's runner-lost timeout.
+//   - Backstop: a runner still not ended backstopAfter that deletion (its
+//     hook did not give up: not GitHub's) is failed as any stuck runner, its pod
+//     deleted.
 //   - The anchor, workflow pods and hook Secrets go when the runner fails (fail) or is
 //     removed (finalize), whatever ended it: removeHookObjects.
 //
@@ -174,13 +181,53 @@ func (r *Reconciler) containerHooks(ctx context.Context, s *scope) (reconcile.Re
 	}
 	wf := &corev1.Pod{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: cm.Namespace, Name: v1alpha1.WorkflowPodName(s.pod.Name)}, wf)
-	if apierrors.IsNotFound(err) {
-		return reconcile.Result{}, true, nil
+	if apierrors.IsNotFound(err) || (err == nil && wf.DeletionTimestamp != nil) {
+		return r.workflowPodBackstop(ctx, s)
 	}
 	if err != nil {
 		return reconcile.Result{}, false, fmt.Errorf("reading the workflow pod: %w", err)
 	}
 	return r.observeWorkflowPod(ctx, s, wf)
+}
+
+// workflowPodGrace is how long after the hook's own prepare-job timeout a runner whose
+// workflow pod Gantry deleted may take to end before Gantry ends it.
+const workflowPodGrace = 30 * time.Second
+
+// backstopAfter is the time after Gantry deleted a runner's workflow pod that
+// could not start by which the runner must have ended: the hook's prepare-job timeout
+// (any hook gives up by then, having started waiting before the deletion) plus
+// workflowPodGrace. The official hook ends within seconds of the deletion.
+func backstopAfter(cm *v1alpha1.ContainerModeSpec) time.Duration {
+	return cm.PrepareJobTimeoutOrDefault() + workflowPodGrace
+}
+
+// isWorkflowPodFailure reports whether reason is one for which containerHooks deletes
+// a workflow pod that cannot start.
+func isWorkflowPodFailure(reason string) bool {
+	switch reason {
+	case v1alpha1.ReasonWorkflowPodInvalidImage, v1alpha1.ReasonWorkflowPodImagePullFailed, v1alpha1.ReasonWorkflowPodUnschedulable:
+		return true
+	}
+	return false
+}
+
+// workflowPodBackstop is containerHooks with no workflow pod, or one going: after
+// Gantry deleted a workflow pod that could not start (WorkflowPodReady False with a
+// workflow-pod reason), the runner is expected to end on its own; once
+// workflowPodBackstop has passed since that deletion, it is failed with that reason.
+func (r *Reconciler) workflowPodBackstop(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
+	c := meta.FindStatusCondition(s.runner.Status.Conditions, v1alpha1.ConditionWorkflowPodReady)
+	if c == nil || c.Status != metav1.ConditionFalse || !isWorkflowPodFailure(c.Reason) {
+		return reconcile.Result{}, true, nil
+	}
+	backstop := backstopAfter(s.pool.Spec.ContainerMode)
+	if left := backstop - r.Clock.Since(c.LastTransitionTime.Time); left > 0 {
+		return reconcile.Result{RequeueAfter: left}, true, nil
+	}
+	return r.fail(ctx, s, c.Reason, fmt.Sprintf(
+		"%s; the runner had not ended %s after Gantry deleted that workflow pod, so its runner pod is deleted",
+		c.Message, humanDuration(backstop)))
 }
 
 // observeWorkflowPod is containerHooks' look at the runner's workflow pod.
@@ -202,7 +249,17 @@ func (r *Reconciler) observeWorkflowPod(ctx context.Context, s *scope, wf *corev
 	}
 	cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, reason, message
 	meta.SetStatusCondition(&s.runner.Status.Conditions, cond)
-	return r.fail(ctx, s, reason, message)
+	log.FromContext(ctx).Info("Deleting the workflow pod that cannot start", "pod", klog.KObj(wf), "reason", reason, "message", message)
+	if err := r.Client.Delete(ctx, wf, ctrl.GracePeriodSeconds(0), ctrl.Preconditions{UID: &wf.UID}); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			// Gone already, or a new pod of that name: the next look decides.
+			return reconcile.Result{RequeueAfter: time.Second}, true, nil
+		}
+		return reconcile.Result{}, false, fmt.Errorf("deleting the workflow pod %s/%s: %w", wf.Namespace, wf.Name, err)
+	}
+	r.Events.Eventf(s.runner, wf, corev1.EventTypeWarning, reason, "DeleteWorkflowPod",
+		"%s; the workflow pod is deleted, so the hook fails the job at once", message)
+	return reconcile.Result{RequeueAfter: backstopAfter(s.pool.Spec.ContainerMode)}, true, nil
 }
 
 // workflowPodVerdict turns the runner pod's stuck-pod verdict on a workflow pod into

@@ -144,19 +144,38 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		return r.expireFailed(ctx, s)
 	}
 	markOutdated(s)
-	for _, phase := range []func(context.Context, *scope) (reconcile.Result, bool, error){
+	return runPhases(ctx, s,
 		r.register,
 		r.leaseCaches,
 		r.ensurePod,
 		r.containerHooks, // containermode.go
 		r.observe,
-	} {
-		res, done, err := phase(ctx, s)
-		if err != nil || !done {
+	)
+}
+
+// phase is one step of a Runner's reconcile: its result, whether the next phase may
+// run (done), and an error that ends the reconcile.
+type phase func(context.Context, *scope) (reconcile.Result, bool, error)
+
+// runPhases runs the phases in order until one is not done or fails. The result merges
+// the requeues of every phase that ran, the sooner non-zero one winning
+// (controller.LowestNonZeroResult): a phase that is done but wants another look later —
+// containerHooks while a Pending workflow pod is inside imagePullGracePeriod — keeps
+// that look even when the phases after it ask for none. On an error the failing phase's
+// result is returned as it is, the error deciding the retry.
+func runPhases(ctx context.Context, s *scope, phases ...phase) (reconcile.Result, error) {
+	var merged reconcile.Result
+	for _, p := range phases {
+		res, done, err := p(ctx, s)
+		if err != nil {
 			return res, err
 		}
+		merged = controller.LowestNonZeroResult(merged, res)
+		if !done {
+			return merged, nil
+		}
 	}
-	return reconcile.Result{}, nil
+	return merged, nil
 }
 
 // behindRecheck is the backstop requeue of a runner the cache shows older than this

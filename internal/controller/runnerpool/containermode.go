@@ -3,6 +3,8 @@ package runnerpool
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,8 +55,10 @@ var containerModeApplied sync.Map
 // it), and in containerMode.namespace a RoleBinding of ContainerHookClusterRole to that
 // ServiceAccount (another namespace: it cannot be owned by the pool; drain removes
 // it). Applied with server-side apply once per pool generation. A containerMode.namespace
-// that is the pool's own, or that does not exist, is a *controller.ConfigError: the
-// pool is not Ready and creates no runner. Pools in other modes: nothing.
+// that is the pool's own, that the controller does not watch (WatchedNamespaces: it
+// could not see the anchors and workflow pods there), or that does not exist, is a
+// *controller.ConfigError: the pool is not Ready, Degraded, and creates no runner. Pools
+// in other modes: nothing.
 func (r *Reconciler) ensureContainerMode(ctx context.Context, pool *v1alpha1.RunnerPool) error {
 	cm := pool.Spec.ContainerMode
 	if !cm.IsKubernetes() {
@@ -65,6 +69,12 @@ func (r *Reconciler) ensureContainerMode(ctx context.Context, pool *v1alpha1.Run
 			"containerMode.namespace is the pool's own namespace %q: the hook's token may read every Secret where it works, "+
 				"so the runners' JIT configurations and the pool's credentials would be within job code's reach; "+
 				"name a namespace of its own, such as %s-jobs", pool.Namespace, pool.Namespace)}
+	}
+	if len(r.WatchedNamespaces) > 0 && !slices.Contains(r.WatchedNamespaces, cm.Namespace) {
+		return &controller.ConfigError{Reason: v1alpha1.ReasonNamespaceNotWatched, Message: fmt.Sprintf(
+			"containerMode.namespace %q is not among the namespaces the controller watches (%s): it could not see the "+
+				"workflow pods there; add %q to the controller's --namespaces flag (the Helm chart's watchNamespaces value)",
+			cm.Namespace, strings.Join(r.WatchedNamespaces, ", "), cm.Namespace)}
 	}
 	if v, ok := containerModeApplied.Load(pool.UID); ok && v.(int64) == pool.Generation && pool.Generation != 0 {
 		return nil

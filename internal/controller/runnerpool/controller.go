@@ -65,6 +65,9 @@ type Reconciler struct {
 	Warm *warm.Observations
 	// FailureThreshold is how many failures in a row mark a pool Degraded.
 	FailureThreshold int
+	// WatchedNamespaces are the namespaces the manager's cache watches (--namespaces);
+	// empty: all. A Kubernetes-mode pool's containerMode.namespace must be among them.
+	WatchedNamespaces []string
 
 	expectations  expectations
 	credentialsMu sync.Mutex

@@ -505,9 +505,12 @@ func appendLists(base, more json.RawMessage) (json.RawMessage, error) {
 	return json.Marshal(append(a, b...))
 }
 
-// waitRunning polls the workflow pod's phase as the hook does — backing off from 1 s,
-// doubling to at most 20 s — until it runs; Pending goes on until the waits add up to
-// more than the prepare-job timeout, any other phase fails at once.
+// waitRunning polls the workflow pod's phase as the hook does (waitForPodPhases) —
+// backing off from 1 s, doubling to at most 20 s — until it runs; Pending goes on until
+// the waits add up to more than the prepare-job timeout, any other phase fails at once.
+// So does a failed read: the hook reads the pod and, finding it gone (Gantry deletes a
+// workflow pod that cannot start), fails at once with the last phase it saw and the
+// API server's answer, and the runner reports the job failed with that message.
 func (h *hook) waitRunning(ctx context.Context, name string) error {
 	backoff, waited := time.Second, time.Duration(0)
 	phase := corev1.PodUnknown
@@ -520,7 +523,7 @@ func (h *hook) waitRunning(ctx context.Context, name string) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fail()
+			return hookFailed("pod failed to come online with error: Error: Pod %s is unhealthy with phase status %s: %s", name, phase, apiMessage(err))
 		}
 		phase = p.Status.Phase
 		if phase == "" {

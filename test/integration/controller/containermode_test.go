@@ -123,7 +123,7 @@ func installContainerHookFence(t *testing.T) {
 
 // containerModeWorld is a world whose manager also watches jobs, the pool's
 // containerMode.namespace, labeled with a Pod Security level as the docs ask.
-func containerModeWorld(t *testing.T) (*world, string) {
+func containerModeWorld(t *testing.T, alsoWatched ...string) (*world, string) {
 	t.Helper()
 	installContainerHookFence(t)
 	jobs := env.Namespace(t)
@@ -139,7 +139,7 @@ func containerModeWorld(t *testing.T) (*world, string) {
 	w := &world{t: t, ns: env.Namespace(t), c: env.Client}
 	st := stack.Start(t, env, w.ns, stack.Options{
 		Token: testToken, CredentialsSecret: "github-creds", WebhookSecret: webhookSecret,
-		RateLimits: simgithub.RateLimits{Disabled: true}, ExtraNamespaces: []string{jobs},
+		RateLimits: simgithub.RateLimits{Disabled: true}, ExtraNamespaces: append([]string{jobs}, alsoWatched...),
 	})
 	w.sim, w.simURL, w.gantry, w.hookURL = st.Sim, st.SimURL, st.Gantry, st.HookURL
 	return w, jobs
@@ -452,17 +452,20 @@ func TestKubernetesModeFencesJobCodeOffWithTheRunnersOwnToken(t *testing.T) {
 	allowed("delete its workflow pod", hook.CoreV1().Pods(jobs).Delete(ctx, own, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
 }
 
-// A workflow pod whose job image cannot be pulled fails its runner once
+// A workflow pod whose job image cannot be pulled is dealt with once
 // recovery.imagePullGracePeriod passes, not after the hook's prepare-job timeout: a
-// WorkflowPodReady condition and a Warning event name the image, the runner pod is
-// deleted (the runner stops, GitHub fails the job), and the anchor, the workflow pod and
-// the hook's Secrets are gone with it.
-func TestUnpullableJobImageFailsTheRunnerFastAndLeavesNothingBehind(t *testing.T) {
+// WorkflowPodReady condition and a Warning event name the image, and the WORKFLOW pod is
+// deleted — the hook's prepare_job then fails at once and the runner reports the job
+// failed and exits by itself. The runner pod is not deleted by the controller (that
+// would leave GitHub to fail the job only after its runner-lost timeout). Once the
+// runner exits, the anchor and the hook's Secrets go too.
+func TestUnpullableJobImageDeletesTheWorkflowPodNotTheRunnerPod(t *testing.T) {
 	w, jobs := containerModeWorld(t)
 	pool := w.pool("k8s").MinIdle(1).KubernetesMode(jobs).Obj()
 	pool.Spec.Recovery.ImagePullGracePeriod = &metav1.Duration{Duration: time.Second}
 	w.create(pool)
 	a := w.boundRunnerPods("k8s", 1, "node-a")[0]
+	w.setPodRunning(a)
 	w.eventually("the anchor", func() (bool, error) {
 		err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: jobs, Name: a}, &corev1.Pod{})
 		return err == nil, client.IgnoreNotFound(err)
@@ -477,7 +480,8 @@ func TestUnpullableJobImageFailsTheRunnerFastAndLeavesNothingBehind(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The kubelet's word: the job container's image cannot be pulled.
+	// The kubelet's word: the job container's image cannot be pulled. Written once: no
+	// later write to the workflow pod brings the controller back, only its own requeue.
 	wf.Status.Phase = corev1.PodPending
 	wf.Status.ContainerStatuses = []corev1.ContainerStatus{
 		{Name: "job", Image: image, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
@@ -488,19 +492,39 @@ func TestUnpullableJobImageFailsTheRunnerFastAndLeavesNothingBehind(t *testing.T
 		t.Fatal(err)
 	}
 
-	rn := w.expectFailed("k8s", a, v1alpha1.ReasonWorkflowPodImagePullFailed, 1, image, `container "job"`)
-	c := meta.FindStatusCondition(rn.Status.Conditions, v1alpha1.ConditionWorkflowPodReady)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonWorkflowPodImagePullFailed || !strings.Contains(c.Message, image) {
-		t.Errorf("WorkflowPodReady condition = %+v, want False with reason %s naming %s", c, v1alpha1.ReasonWorkflowPodImagePullFailed, image)
-	}
-	if since := failedAt(t, rn).Sub(wf.CreationTimestamp.Time); since > 30*time.Second {
-		t.Errorf("the runner failed %s after the workflow pod was created; want about imagePullGracePeriod (1s)", since)
-	}
-	w.eventually("the runner pod deleted", func() (bool, error) {
-		p, err := w.getPod(a)
-		return apierrors.IsNotFound(err) || (err == nil && p.DeletionTimestamp != nil), client.IgnoreNotFound(err)
+	w.eventuallyWithin(20*time.Second, "the workflow pod deleted", func() (bool, error) {
+		_, err := hook.CoreV1().Pods(jobs).Get(ctx, wf.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
-	w.eventually("the anchor, the workflow pod and the hook's Secrets gone", func() (bool, error) {
+	ev := w.warningEvent(a, v1alpha1.ReasonWorkflowPodImagePullFailed)
+	if !strings.Contains(ev.Message, image) || !strings.Contains(ev.Message, `container "job"`) {
+		t.Errorf("the Warning event says %q; want it to name the image %s and its container", ev.Message, image)
+	}
+	var rn *v1alpha1.Runner
+	w.eventually("WorkflowPodReady False naming the image", func() (bool, error) {
+		var err error
+		if rn, err = w.getRunner(a); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(rn.Status.Conditions, v1alpha1.ConditionWorkflowPodReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonWorkflowPodImagePullFailed &&
+			strings.Contains(c.Message, image), nil
+	})
+	// The runner ends by itself, its hook having failed the job: the controller neither
+	// fails it nor deletes its pod meanwhile.
+	for range 6 {
+		p, err := w.getPod(a)
+		if err != nil || p.DeletionTimestamp != nil {
+			t.Fatalf("the runner pod was deleted by the controller (err %v); want it left to end by itself", err)
+		}
+		if rn, err := w.getRunner(a); err != nil || rn.Status.Phase == v1alpha1.RunnerFailed {
+			t.Fatalf("the runner failed (err %v); want it left to end by itself", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	w.setPodExitedUnlessGone(a, 0)
+	w.eventually("the anchor and the hook's Secrets gone", func() (bool, error) {
 		var pods corev1.PodList
 		if err := w.c.List(w.ctx(), &pods, client.InNamespace(jobs)); err != nil {
 			return false, err
@@ -587,20 +611,39 @@ func TestHookObjectsGoWhateverEndsTheRunner(t *testing.T) {
 	}
 }
 
-// A Kubernetes-mode pool whose containerMode.namespace is its own, or does not exist,
-// creates no runner and says why.
-func TestKubernetesModePoolRefusesItsOwnOrAMissingNamespace(t *testing.T) {
-	w, _ := containerModeWorld(t)
+// A Kubernetes-mode pool whose containerMode.namespace is its own, is not among the
+// namespaces the controller watches (--namespaces), or does not exist, creates no
+// runner and says why: not Ready and Degraded, with a message naming what to fix.
+func TestKubernetesModePoolRefusesItsOwnAnUnwatchedOrAMissingNamespace(t *testing.T) {
+	// "no-such-namespace" is watched, so that the pool naming it meets its absence.
+	w, _ := containerModeWorld(t, "no-such-namespace")
+	unwatched := env.Namespace(t) // exists, but the controller does not watch it
 	w.create(w.pool("same").MinIdle(1).KubernetesMode(w.ns).Obj())
 	w.create(w.pool("missing").MinIdle(1).KubernetesMode("no-such-namespace").Obj())
-	for pool, reason := range map[string]string{"same": v1alpha1.ReasonSameNamespace, "missing": v1alpha1.ReasonNamespaceNotFound} {
-		w.eventually("pool "+pool+" not Ready with "+reason, func() (bool, error) {
-			p := w.getPool(pool)
-			c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
-			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason, nil
+	w.create(w.pool("unwatched").MinIdle(1).KubernetesMode(unwatched).Obj())
+	for _, tc := range []struct {
+		pool, reason string
+		wantInMsg    []string
+	}{
+		{"same", v1alpha1.ReasonSameNamespace, []string{w.ns}},
+		{"missing", v1alpha1.ReasonNamespaceNotFound, []string{"no-such-namespace"}},
+		{"unwatched", v1alpha1.ReasonNamespaceNotWatched, []string{unwatched, "--namespaces", "watchNamespaces"}},
+	} {
+		w.eventually("pool "+tc.pool+" not Ready and Degraded with "+tc.reason, func() (bool, error) {
+			p := w.getPool(tc.pool)
+			ready := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+			degraded := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionDegraded)
+			return ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == tc.reason &&
+				degraded != nil && degraded.Status == metav1.ConditionTrue && degraded.Reason == tc.reason, nil
 		})
-		if n := len(w.runners(pool)); n != 0 {
-			t.Errorf("pool %s (%s) created %d runners, want none", pool, reason, n)
+		degraded := meta.FindStatusCondition(w.getPool(tc.pool).Status.Conditions, v1alpha1.ConditionDegraded)
+		for _, want := range tc.wantInMsg {
+			if !strings.Contains(degraded.Message, want) {
+				t.Errorf("pool %s: Degraded message %q does not name %q", tc.pool, degraded.Message, want)
+			}
+		}
+		if n := len(w.runners(tc.pool)); n != 0 {
+			t.Errorf("pool %s (%s) created %d runners, want none", tc.pool, tc.reason, n)
 		}
 	}
 }
