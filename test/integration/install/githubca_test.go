@@ -4,10 +4,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 const testCAPEM = "-----BEGIN CERTIFICATE-----\nMIIBdTCCARugAwIBAgIBATAKBggqhkjOPQQDAjAZMRcwFQYDVQQDEw5HYW50cnkg\n-----END CERTIFICATE-----\n"
@@ -46,8 +48,10 @@ func TestHelmGitHubCABundle(t *testing.T) {
 
 	objs = mustHelmTemplate(t, "g", ns, map[string]any{"githubCABundle": map[string]any{"configMap": "corp-ca", "key": "bundle.pem"}})
 	checkCABundle(t, typed[appsv1.Deployment](t, find(t, objs, "Deployment", ns, "g-gantry")), "corp-ca", "bundle.pem")
-	if len(ofKind(objs, "ConfigMap")) != 0 {
-		t.Errorf("the chart created a ConfigMap for an existing one: %s", inventory(objs))
+	for _, cm := range ofKind(objs, "ConfigMap") {
+		if strings.Contains(cm.GetName(), "github-ca") {
+			t.Errorf("the chart created a ConfigMap for an existing one: %s", describe(cm))
+		}
 	}
 
 	d := typed[appsv1.Deployment](t, find(t, mustHelmTemplate(t, "g", ns, nil), "Deployment", ns, "g-gantry"))
@@ -76,9 +80,16 @@ func TestKustomizeGitHubCAComponent(t *testing.T) {
 		t.Fatal(err)
 	}
 	objs := kustomizeBuild(t, dir)
-	cms := ofKind(objs, "ConfigMap")
+	// The generated one, and no other of the CA's (the install's own ConfigMaps, such
+	// as the runner NetworkPolicy's, are not this component's).
+	var cms []*unstructured.Unstructured
+	for _, cm := range ofKind(objs, "ConfigMap") {
+		if strings.HasPrefix(cm.GetName(), "gantry-github-ca") {
+			cms = append(cms, cm)
+		}
+	}
 	if len(cms) != 1 {
-		t.Fatalf("want one ConfigMap, got %s", inventory(objs))
+		t.Fatalf("want one CA ConfigMap, got %s", inventory(ofKind(objs, "ConfigMap")))
 	}
 	d := typed[appsv1.Deployment](t, find(t, objs, "Deployment", "gantry-system", "gantry-controller"))
 	// kustomize renames the generated ConfigMap with a content hash and the volume with it.
