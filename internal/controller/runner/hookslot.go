@@ -262,7 +262,7 @@ const podSecurityLabelPrefix = "pod-security.kubernetes.io/"
 
 // ensureHookSlot makes slot n's namespace ns ready for the ServiceAccount sa, unless it
 // is (its RoleBinding, made last, exists): the namespace with containerMode.namespace's
-// Pod Security labels, the runner NetworkPolicy, and the RoleBinding of
+// Pod Security labels, its default ServiceAccount, the runner NetworkPolicy, and the RoleBinding of
 // ContainerHookClusterRole to sa. A namespace of that name that is not this slot's is
 // refused, not used.
 func (r *Reconciler) ensureHookSlot(ctx context.Context, pool *v1alpha1.RunnerPool, ns, sa string, n int) error {
@@ -294,6 +294,13 @@ func (r *Reconciler) ensureHookSlot(ctx context.Context, pool *v1alpha1.RunnerPo
 		}
 	} else if err != nil {
 		return fmt.Errorf("creating the container hook namespace %s: %w", ns, err)
+	}
+	// The namespace's default ServiceAccount, which the anchor and the workflow pods
+	// name: the API server admits no pod before it exists, and kube-controller-manager
+	// makes it only a moment after the namespace. Made here, it mounts no token.
+	sa0 := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}, AutomountServiceAccountToken: ptr.To(false)}
+	if err := r.Client.Create(ctx, sa0); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the default ServiceAccount of %s: %w", ns, err)
 	}
 	if r.HookNetworkPolicy != nil {
 		np := slotNetworkPolicy(r.HookNetworkPolicy, ns)
