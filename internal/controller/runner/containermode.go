@@ -322,11 +322,16 @@ func workflowPodVerdict(wf *corev1.Pod, v verdict, rec v1alpha1.RecoverySpec) (s
 	return "", ""
 }
 
-// ensureAnchor creates the runner pod's anchor in containerMode.namespace, unless the
-// cache shows it (a create on a stale cache meets AlreadyExists, which is fine).
+// ensureAnchor creates the runner pod's anchor in namespace, unless this process made
+// it (the runner is reconciled again before the cache shows the anchor) or the cache
+// shows it (a create on a stale cache meets AlreadyExists, which is fine).
 func (r *Reconciler) ensureAnchor(ctx context.Context, s *scope, namespace string) error {
+	key := types.NamespacedName{Namespace: namespace, Name: s.pod.Name}
+	if uid, ok := r.anchors.Load(key); ok && uid == s.pod.UID {
+		return nil
+	}
 	existing := &corev1.Pod{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: s.pod.Name}, existing)
+	err := r.Client.Get(ctx, key, existing)
 	if err == nil {
 		return nil
 	}
@@ -338,6 +343,7 @@ func (r *Reconciler) ensureAnchor(ctx context.Context, s *scope, namespace strin
 	if err := r.Client.Create(ctx, anchor); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the runner's anchor pod in %s: %w", anchor.Namespace, err)
 	}
+	r.anchors.Store(key, s.pod.UID)
 	return nil
 }
 
@@ -414,6 +420,7 @@ func (r *Reconciler) removeHookObjects(ctx context.Context, runner *v1alpha1.Run
 		if err := r.Client.List(ctx, &pods, ctrl.InNamespace(ns), ctrl.MatchingLabels{v1alpha1.LabelHookRunnerPod: runner.Name}); err != nil {
 			return fmt.Errorf("listing the runner's workflow pods: %w", err)
 		}
+		r.anchors.Delete(types.NamespacedName{Namespace: ns, Name: runner.Name})
 		toDelete := append(pods.Items, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: runner.Name}})
 		for i := range toDelete {
 			p := &toDelete[i]

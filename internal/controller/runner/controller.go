@@ -19,6 +19,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -69,6 +70,10 @@ type Reconciler struct {
 	online    onlineRunners
 	unwritten unwrittenStatus
 	exited    exitedReaper
+	slots     hookSlots
+	// anchors are the anchor pods this process created (containermode.go), by key, with
+	// their runner pod's UID.
+	anchors sync.Map
 }
 
 // scope is one reconcile's working set.

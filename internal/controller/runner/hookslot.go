@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -122,90 +123,178 @@ func (r *Reconciler) slotUsable(ns string) bool {
 	return len(r.WatchedNamespaces) == 0 || slices.Contains(r.WatchedNamespaces, ns)
 }
 
+// hookSlots is this process's view of every pool's hook slots, so that runners of a
+// burst, reconciled side by side, each take a different slot at the first write rather
+// than racing for the lowest and retrying (the API server still arbitrates: see
+// claimSlotServiceAccount).
+type hookSlots struct {
+	mu    sync.Mutex
+	pools map[types.UID]*poolSlots
+}
+
+// poolSlots are one pool's slots as last listed and since claimed by this process.
+type poolSlots struct {
+	loaded bool
+	slots  map[int]*slotState
+}
+
+// slotState is one slot's ServiceAccount: the runner holding it, and the
+// resourceVersion a claim must carry.
+type slotState struct {
+	holder, resourceVersion string
+	// reserved: a claim or creation by this process is under way.
+	reserved bool
+}
+
+// forget drops what is known of a pool's slots: the next claim lists them.
+func (h *hookSlots) forget(pool types.UID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.pools, pool)
+}
+
 // claimSlotServiceAccount claims a slot's ServiceAccount for the runner (claimHookSlot's
-// contract) and returns its name and number.
+// contract) and returns its name and number. Slots are chosen under this process's
+// lock from its view of the pool's slots (listed uncached once, and again after the
+// API server refused a claim or a creation); the claim itself is a write the API
+// server may refuse.
 func (r *Reconciler) claimSlotServiceAccount(ctx context.Context, s *scope) (string, int, error) {
+	for attempt := 0; ; attempt++ {
+		name, n, retry, err := r.tryClaimSlot(ctx, s)
+		if !retry || attempt == 3 {
+			return name, n, err
+		}
+		r.slots.forget(s.pool.UID) // another process wrote since the list: list again
+	}
+}
+
+// tryClaimSlot is one attempt of claimSlotServiceAccount; retry says the API server
+// refused the write because this process's view was stale.
+func (r *Reconciler) tryClaimSlot(ctx context.Context, s *scope) (string, int, bool, error) {
+	r.slots.mu.Lock()
+	ps, err := r.poolSlots(ctx, s)
+	if err != nil {
+		r.slots.mu.Unlock()
+		return "", 0, false, err
+	}
+	for n, st := range ps.slots {
+		if st.holder == s.runner.Name && !st.reserved {
+			r.slots.mu.Unlock()
+			return v1alpha1.ContainerHookSlotServiceAccountName(s.pool.Name, n), n, false, nil // an earlier pass's
+		}
+	}
+	n, st, err := r.freeSlot(ctx, s, ps)
+	if err != nil {
+		r.slots.mu.Unlock()
+		return "", 0, false, err
+	}
+	creating := st == nil
+	if creating {
+		n = 0
+		for ps.slots[n] != nil || !r.slotUsable(v1alpha1.ContainerHookSlotNamespace(s.pool, n)) {
+			if ps.slots[n] == nil && n > len(r.WatchedNamespaces)+len(ps.slots) {
+				// A namespaced controller: the slots it may use are the watched ones,
+				// numbered below the count of watched namespaces and slots made.
+				r.slots.mu.Unlock()
+				return "", 0, false, errNoWatchedSlot
+			}
+			n++
+		}
+		st = &slotState{}
+		ps.slots[n] = st
+	}
+	previous := *st
+	st.holder, st.reserved = s.runner.Name, true
+	r.slots.mu.Unlock()
+
+	sa := slotServiceAccount(s.pool, n, s.runner.Name)
+	if creating {
+		err = r.Client.Create(ctx, sa)
+	} else {
+		before := sa.DeepCopy()
+		before.Labels[v1alpha1.LabelRunner] = previous.holder
+		before.ResourceVersion = previous.resourceVersion
+		sa.ResourceVersion = previous.resourceVersion
+		err = r.Client.Patch(ctx, sa, ctrl.MergeFromWithOptions(before, ctrl.MergeFromWithOptimisticLock{}))
+	}
+	r.slots.mu.Lock()
+	defer r.slots.mu.Unlock()
+	st.reserved = false
+	switch {
+	case err == nil:
+		st.resourceVersion = sa.ResourceVersion
+		log.FromContext(ctx).V(1).Info("Claimed a container hook slot", "serviceAccount", sa.Name, "new", creating)
+		return sa.Name, n, false, nil
+	case apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		*st = previous
+		return "", 0, true, fmt.Errorf("claiming the hook ServiceAccount %s: %w", sa.Name, err)
+	}
+	*st = previous
+	if creating {
+		delete(ps.slots, n)
+	}
+	return "", 0, false, fmt.Errorf("claiming the hook ServiceAccount %s: %w", sa.Name, err)
+}
+
+// poolSlots is the pool's slots as this process knows them, listed (uncached) when it
+// knows none. Called with r.slots.mu held.
+func (r *Reconciler) poolSlots(ctx context.Context, s *scope) (*poolSlots, error) {
+	if r.slots.pools == nil {
+		r.slots.pools = map[types.UID]*poolSlots{}
+	}
+	ps := r.slots.pools[s.pool.UID]
+	if ps != nil && ps.loaded {
+		return ps, nil
+	}
 	var sas corev1.ServiceAccountList
 	if err := r.APIReader.List(ctx, &sas, ctrl.InNamespace(s.runner.Namespace), ctrl.MatchingLabels{
 		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelPool: s.pool.Name,
 		v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookSlot,
 	}); err != nil {
-		return "", 0, fmt.Errorf("listing the pool's hook ServiceAccounts: %w", err)
+		return nil, fmt.Errorf("listing the pool's hook ServiceAccounts: %w", err)
 	}
-	taken := map[int]bool{}
+	ps = &poolSlots{loaded: true, slots: map[int]*slotState{}}
 	for _, sa := range sas.Items {
-		n, err := strconv.Atoi(sa.Labels[LabelHookSlot])
-		if err != nil {
-			continue
-		}
-		taken[n] = true
-		if sa.Labels[v1alpha1.LabelRunner] == s.runner.Name {
-			return sa.Name, n, nil // claimed by an earlier pass
+		if n, err := strconv.Atoi(sa.Labels[LabelHookSlot]); err == nil {
+			ps.slots[n] = &slotState{holder: sa.Labels[v1alpha1.LabelRunner], resourceVersion: sa.ResourceVersion}
 		}
 	}
+	r.slots.pools[s.pool.UID] = ps
+	return ps, nil
+}
+
+// freeSlot is the lowest slot of ps free for the runner, nil when none is: not being
+// claimed, its runner gone, no pod of the pool with its ServiceAccount, and its
+// namespace watched. Called with r.slots.mu held.
+func (r *Reconciler) freeSlot(ctx context.Context, s *scope, ps *poolSlots) (int, *slotState, error) {
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, ctrl.InNamespace(s.runner.Namespace), ctrl.MatchingLabels{v1alpha1.LabelPool: s.pool.Name}); err != nil {
-		return "", 0, fmt.Errorf("listing the pool's pods: %w", err)
+		return 0, nil, fmt.Errorf("listing the pool's pods: %w", err)
 	}
 	mounted := map[string]bool{}
 	for _, p := range pods.Items {
 		mounted[p.Spec.ServiceAccountName] = true
 	}
-	slices.SortFunc(sas.Items, func(a, b corev1.ServiceAccount) int {
-		x, _ := strconv.Atoi(a.Labels[LabelHookSlot])
-		y, _ := strconv.Atoi(b.Labels[LabelHookSlot])
-		return x - y
-	})
-	for i := range sas.Items {
-		sa := &sas.Items[i]
-		n, err := strconv.Atoi(sa.Labels[LabelHookSlot])
-		if err != nil || mounted[sa.Name] || !r.slotUsable(v1alpha1.ContainerHookSlotNamespace(s.pool, n)) {
+	numbers := make([]int, 0, len(ps.slots))
+	for n := range ps.slots {
+		numbers = append(numbers, n)
+	}
+	slices.Sort(numbers)
+	for _, n := range numbers {
+		st := ps.slots[n]
+		if st.reserved || mounted[v1alpha1.ContainerHookSlotServiceAccountName(s.pool.Name, n)] ||
+			!r.slotUsable(v1alpha1.ContainerHookSlotNamespace(s.pool, n)) {
 			continue
 		}
-		if held, err := r.runnerExists(ctx, s.runner.Namespace, sa.Labels[v1alpha1.LabelRunner]); err != nil || held {
-			if err != nil {
-				return "", 0, err
-			}
-			continue
+		held, err := r.runnerExists(ctx, s.runner.Namespace, st.holder)
+		if err != nil {
+			return 0, nil, err
 		}
-		before := sa.DeepCopy()
-		sa.Labels[v1alpha1.LabelRunner] = s.runner.Name
-		err = r.Client.Patch(ctx, sa, ctrl.MergeFromWithOptions(before, ctrl.MergeFromWithOptimisticLock{}))
-		switch {
-		case err == nil:
-			log.FromContext(ctx).V(1).Info("Claimed a container hook slot", "serviceAccount", sa.Name)
-			return sa.Name, n, nil
-		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-			continue // another runner was first
-		default:
-			return "", 0, fmt.Errorf("claiming the hook ServiceAccount %s: %w", sa.Name, err)
+		if !held {
+			return n, st, nil
 		}
 	}
-	for n := 0; ; n++ {
-		if taken[n] {
-			continue
-		}
-		ns := v1alpha1.ContainerHookSlotNamespace(s.pool, n)
-		if !r.slotUsable(ns) {
-			// A namespaced controller: the slots it may use are the watched ones, so
-			// numbered below the count of watched namespaces and slots made.
-			if n > len(r.WatchedNamespaces)+len(taken) {
-				return "", 0, errNoWatchedSlot
-			}
-			continue
-		}
-		sa := slotServiceAccount(s.pool, n, s.runner.Name)
-		err := r.Client.Create(ctx, sa)
-		switch {
-		case err == nil:
-			log.FromContext(ctx).V(1).Info("Made a container hook slot", "serviceAccount", sa.Name, "namespace", ns)
-			return sa.Name, n, nil
-		case apierrors.IsAlreadyExists(err):
-			taken[n] = true // made by another runner since the list
-		default:
-			return "", 0, fmt.Errorf("creating the hook ServiceAccount %s: %w", sa.Name, err)
-		}
-	}
+	return 0, nil, nil
 }
 
 // runnerExists reports whether the Runner named holds on: in the cache, or, missing

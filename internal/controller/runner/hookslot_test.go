@@ -2,7 +2,10 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -66,9 +69,9 @@ func TestClaimHookSlot(t *testing.T) {
 		{name: "a slot a pod still uses is not reused", objs: []ctrl.Object{base, slot(0, "gone"), podOf("gone", "k8s-container-hook-0")},
 			want: &v1alpha1.RunnerContainerHook{Namespace: ns1, ServiceAccount: "k8s-container-hook-1"}, wantDone: true,
 			wantHolders: map[string]string{"k8s-container-hook-0": "gone", "k8s-container-hook-1": "me"}, wantSlotNS: []string{ns1}},
-		{name: "a claim lost to another runner moves on", objs: []ctrl.Object{base, slot(0, "gone"), slot(1, "gone")}, conflict: "k8s-container-hook-0",
+		{name: "a claim lost to another runner moves on", objs: []ctrl.Object{base, runner("other"), slot(0, "gone"), slot(1, "gone")}, conflict: "k8s-container-hook-0",
 			want: &v1alpha1.RunnerContainerHook{Namespace: ns1, ServiceAccount: "k8s-container-hook-1"}, wantDone: true,
-			wantHolders: map[string]string{"k8s-container-hook-0": "gone", "k8s-container-hook-1": "me"}},
+			wantHolders: map[string]string{"k8s-container-hook-0": "other", "k8s-container-hook-1": "me"}},
 		{name: "a slot claimed by an earlier pass is kept", objs: []ctrl.Object{base, runner("b"), slot(0, "b"), slot(1, "me")},
 			want: &v1alpha1.RunnerContainerHook{Namespace: ns1, ServiceAccount: "k8s-container-hook-1"}, wantDone: true,
 			wantHolders: map[string]string{"k8s-container-hook-0": "b", "k8s-container-hook-1": "me"}, wantSlotNS: []string{ns1}},
@@ -92,6 +95,15 @@ func TestClaimHookSlot(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(tc.objs, p.DeepCopy(), runner("me"))...).
 				WithInterceptorFuncs(interceptor.Funcs{Patch: func(ctx context.Context, c ctrl.WithWatch, obj ctrl.Object, patch ctrl.Patch, opts ...ctrl.PatchOption) error {
 					if obj.GetName() == tc.conflict {
+						// Runner "other" claims it first.
+						won := &corev1.ServiceAccount{}
+						if err := c.Get(ctx, ctrl.ObjectKeyFromObject(obj), won); err != nil {
+							return err
+						}
+						won.Labels[v1alpha1.LabelRunner] = "other"
+						if err := c.Update(ctx, won); err != nil {
+							return err
+						}
 						return apierrors.NewConflict(schema.GroupResource{Resource: "serviceaccounts"}, obj.GetName(), nil)
 					}
 					return c.Patch(ctx, obj, patch, opts...)
@@ -179,5 +191,58 @@ func TestClaimHookSlotRefusesAForeignNamespace(t *testing.T) {
 	}
 	if err := c.Get(context.Background(), ctrl.ObjectKey{Namespace: foreign.Name, Name: HookSlotRoleBinding}, &rbacv1.RoleBinding{}); !apierrors.IsNotFound(err) {
 		t.Errorf("role binding in the foreign namespace: err %v, want none made", err)
+	}
+}
+
+// Runners of a burst, reconciled side by side, each get a slot of their own with one
+// write each: no two hold one, and none retries against another's creation.
+func TestClaimHookSlotBurst(t *testing.T) {
+	pool := testutil.RunnerPool("ci", "k8s").KubernetesMode("ci-jobs").Obj()
+	pool.UID = "pool-uid"
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 40
+	objs := []ctrl.Object{pool, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ci-jobs"}}}
+	for i := range n {
+		objs = append(objs, &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: fmt.Sprintf("r%02d", i)}, Spec: v1alpha1.RunnerSpec{PoolName: "k8s"}})
+	}
+	var saWrites atomic.Int64
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c ctrl.WithWatch, obj ctrl.Object, opts ...ctrl.CreateOption) error {
+			if _, ok := obj.(*corev1.ServiceAccount); ok && obj.GetName() != "default" {
+				saWrites.Add(1)
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	}).Build()
+	r := &Reconciler{Client: c, APIReader: c}
+	got := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := &scope{runner: objs[2+i].(*v1alpha1.Runner), pool: pool}
+			if _, done, err := r.claimHookSlot(context.Background(), s); err != nil || !done {
+				t.Errorf("runner %d: done %v, err %v", i, done, err)
+				return
+			}
+			got[i] = s.runner.Status.ContainerHook.ServiceAccount
+		}()
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for i, sa := range got {
+		if seen[sa] {
+			t.Errorf("runner %d got slot %s, already another's", i, sa)
+		}
+		seen[sa] = true
+	}
+	if w := saWrites.Load(); w != n {
+		t.Errorf("%d ServiceAccount creates for %d runners, want one each", w, n)
 	}
 }
