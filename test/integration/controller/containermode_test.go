@@ -36,9 +36,9 @@ import (
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/controller/runnerpool"
-	"github.com/gantry-dev/gantry/internal/testutil"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 	"github.com/gantry-dev/gantry/internal/testenv"
+	"github.com/gantry-dev/gantry/internal/testutil"
 	"github.com/gantry-dev/gantry/internal/testutil/stack"
 )
 
@@ -752,4 +752,39 @@ func TestKubernetesModePoolRefusesItsOwnAnUnwatchedOrAMissingNamespace(t *testin
 			t.Errorf("pool %s (%s) created %d runners, want none", tc.pool, tc.reason, n)
 		}
 	}
+}
+
+// A pool with isolation Runner takes its runners' hook namespaces with it: they are
+// reused while it lives, and deleted once it is gone.
+func TestHookNamespacesGoWithThePool(t *testing.T) {
+	w, jobs := containerModeWorld(t)
+	w.create(w.pool("k8s").MinIdle(1).KubernetesMode(jobs).Obj())
+	a := w.boundRunnerPods("k8s", 1, "node-a")[0]
+	hns := w.hookNamespace(a)
+	w.eventually("the anchor in "+hns, func() (bool, error) {
+		err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: hns, Name: a}, &corev1.Pod{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	ns := &corev1.Namespace{}
+	if err := w.c.Get(w.ctx(), types.NamespacedName{Name: hns}, ns); err != nil {
+		t.Fatal(err)
+	}
+	if ns.Labels["pod-security.kubernetes.io/enforce"] != "baseline" {
+		t.Errorf("hook namespace %s labels %v: want containerMode.namespace's Pod Security level", hns, ns.Labels)
+	}
+	// The runner ends (no kubelet here would confirm its pod's graceful deletion), then
+	// the pool goes.
+	w.setPodRunning(a)
+	w.setPodExitedUnlessGone(a, 0)
+	if err := w.c.Delete(w.ctx(), w.getPool("k8s")); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("the hook namespace "+hns+" deleted with the pool", func() (bool, error) {
+		err := w.c.Get(w.ctx(), types.NamespacedName{Name: hns}, ns)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		// No namespace controller runs here: a deleted namespace stays Terminating.
+		return err == nil && ns.DeletionTimestamp != nil, err
+	})
 }
