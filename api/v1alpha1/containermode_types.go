@@ -123,8 +123,8 @@ type ContainerModeSpec struct {
 	// workflow pods, logs and step Secrets. Runner needs a controller that watches every
 	// namespace and may create namespaces (the cluster-wide install); choose Pool for a
 	// namespaced install (--namespaces), and keep such a pool for one trust domain.
+	// Unset: Runner.
 	// +optional
-	// +kubebuilder:default=Runner
 	Isolation ContainerHookIsolation `json:"isolation,omitempty"`
 
 	// workVolume is where the runner's work directory lives: None (the container's own
