@@ -409,7 +409,7 @@ func (r *Reconciler) ensureHookSlot(ctx context.Context, pool *v1alpha1.RunnerPo
 }
 
 // slotNetworkPolicy is the runner NetworkPolicy (the installed template) as a hook
-// slot's namespace holds it: workflow pods carry the labels it selects. It is labelled
+// slot's namespace holds it: workflow pods carry the labels it selects. It is labeled
 // as the slot's, so the NetworkPolicy controller, which removes the policy from
 // namespaces without pools, leaves it; it goes with the namespace.
 func slotNetworkPolicy(tmpl *networkingv1.NetworkPolicy, ns string) *networkingv1.NetworkPolicy {
