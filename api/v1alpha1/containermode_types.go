@@ -1,6 +1,10 @@
 package v1alpha1
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +26,19 @@ const (
 	// (the job container and one container per service) in containerMode.namespace and
 	// runs the steps in it, without privileged Docker.
 	ContainerModeKubernetes ContainerModeType = "Kubernetes"
+)
+
+// ContainerHookIsolation says what one runner's hook token can reach of the others'.
+// +kubebuilder:validation:Enum=Runner;Pool
+type ContainerHookIsolation string
+
+const (
+	// IsolationRunner: each runner's hook works with a ServiceAccount and in a namespace
+	// of its own, reused by later runners only once it is empty.
+	IsolationRunner ContainerHookIsolation = "Runner"
+	// IsolationPool: the pool's runners share one ServiceAccount and
+	// containerMode.namespace.
+	IsolationPool ContainerHookIsolation = "Pool"
 )
 
 // WorkVolumeType says where the runner's work directory (/home/runner/_work) lives.
@@ -61,9 +78,12 @@ const (
 	// "anchor" on the pod that stands for the runner pod there, "workflow" on the pods
 	// the hook creates (set through the hook template).
 	LabelWorkflowPod = "gantry.dev/container-hook"
-	// ContainerHookAnchor and ContainerHookWorkflow are LabelWorkflowPod's values.
+	// ContainerHookAnchor, ContainerHookWorkflow and ContainerHookSlot are
+	// LabelWorkflowPod's values; ContainerHookSlot marks a hook slot's ServiceAccount and
+	// namespace (isolation Runner).
 	ContainerHookAnchor   = "anchor"
 	ContainerHookWorkflow = "workflow"
+	ContainerHookSlot     = "slot"
 )
 
 // ContainerModeSpec says how jobs that declare container: or services: run.
@@ -74,7 +94,7 @@ const (
 // namespace: the runners' JIT configurations and the pool's credentials stay where the
 // runner's token can read nothing, and an admission policy lets that token create only
 // the runner's own workflow pod and Secrets (docs/container-jobs.md, docs/security.md).
-// +kubebuilder:validation:XValidation:rule="self.type == 'Kubernetes' || (!has(self.namespace) && !has(self.workVolume) && !has(self.workflowPodTemplate) && !has(self.prepareJobTimeout) && !has(self.requireJobContainer) && !has(self.hookPath) && !has(self.useKubeScheduler))",message="containerMode: namespace, workVolume, workflowPodTemplate, prepareJobTimeout, requireJobContainer, hookPath and useKubeScheduler apply only with type: Kubernetes; set type: Kubernetes or remove them"
+// +kubebuilder:validation:XValidation:rule="self.type == 'Kubernetes' || (!has(self.namespace) && !has(self.isolation) && !has(self.workVolume) && !has(self.workflowPodTemplate) && !has(self.prepareJobTimeout) && !has(self.requireJobContainer) && !has(self.hookPath) && !has(self.useKubeScheduler))",message="containerMode: namespace, isolation, workVolume, workflowPodTemplate, prepareJobTimeout, requireJobContainer, hookPath and useKubeScheduler apply only with type: Kubernetes; set type: Kubernetes or remove them"
 // +kubebuilder:validation:XValidation:rule="self.type != 'Kubernetes' || (has(self.namespace) && size(self.namespace) > 0)",message="containerMode.namespace must name the namespace where workflow pods run when type is Kubernetes, such as ci-jobs: it must not be the pool's namespace, so job code cannot reach the runners' JIT configurations or the pool's credentials"
 type ContainerModeSpec struct {
 	// type is None (the default: no container hooks) or Kubernetes.
@@ -82,15 +102,30 @@ type ContainerModeSpec struct {
 	// +kubebuilder:default=None
 	Type ContainerModeType `json:"type,omitempty"`
 
-	// namespace is where the hook creates workflow pods and their Secrets. It must exist,
-	// must not be the pool's namespace and should serve this pool alone: every runner of
-	// the pool may read what the hook creates there. Gantry makes the Role and
-	// RoleBinding of the pool's ServiceAccount in it. Give it a Pod Security level
+	// namespace is where the hook creates workflow pods and their Secrets. It must exist
+	// and must not be the pool's namespace. Give it a Pod Security level
 	// (pod-security.kubernetes.io/enforce: baseline suits most job images).
+	//
+	// With isolation Runner (the default) it is the model of the namespaces the hook
+	// works in, one per concurrent runner: Gantry makes NAMESPACE-HASH-N (HASH names the
+	// pool) with this namespace's Pod Security labels, the runner NetworkPolicy and the
+	// RoleBinding of that runner's own ServiceAccount; workflow pods never run in it
+	// itself. With isolation Pool the hook of every runner of the pool works in it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="containerMode.namespace must be a namespace name: lower-case letters, digits and dashes, such as ci-jobs"
 	Namespace string `json:"namespace,omitempty"`
+
+	// isolation is what a runner's hook token can read: Runner (the default) gives each
+	// runner a ServiceAccount and a namespace of its own for its life, so job code reads
+	// nothing of any other runner, of this pool or another; Pool lets the pool's runners
+	// share one ServiceAccount and containerMode.namespace, so each can read the others'
+	// workflow pods, logs and step Secrets. Runner needs a controller that watches every
+	// namespace and may create namespaces (the cluster-wide install); choose Pool for a
+	// namespaced install (--namespaces), and keep such a pool for one trust domain.
+	// Unset: Runner.
+	// +optional
+	Isolation ContainerHookIsolation `json:"isolation,omitempty"`
 
 	// workVolume is where the runner's work directory lives: None (the container's own
 	// filesystem, the default), Ephemeral (a volume made with the pod) or Cache (a
@@ -233,6 +268,12 @@ func (c *ContainerModeSpec) RequireJobContainerOrDefault() bool {
 	return c.RequireJobContainer == nil || *c.RequireJobContainer
 }
 
+// IsolatesRunners reports whether each runner's hook gets a ServiceAccount and a
+// namespace of its own (isolation Runner, the default).
+func (c *ContainerModeSpec) IsolatesRunners() bool {
+	return c.IsKubernetes() && c.Isolation != IsolationPool
+}
+
 // HookPathOrDefault returns hookPath, or the official image's no-volume hook.
 func (c *ContainerModeSpec) HookPathOrDefault() string {
 	if c.HookPath == "" {
@@ -263,6 +304,25 @@ func WorkflowPodName(runnerPod string) string {
 // by this suffix.
 func ContainerHookServiceAccountName(pool string) string {
 	return pool + ContainerHookSuffix
+}
+
+// ContainerHookSlotServiceAccountName is the ServiceAccount of hook slot n of a pool
+// with isolation Runner: one runner at a time holds it (the gantry.dev/runner label).
+func ContainerHookSlotServiceAccountName(pool string, n int) string {
+	return fmt.Sprintf("%s%s-%d", pool, ContainerHookSuffix, n)
+}
+
+// ContainerHookSlotNamespace is the namespace of hook slot n of a pool with isolation
+// Runner: containerMode.namespace (cut to fit), a hash of the pool's namespace and name
+// (pools sharing a containerMode.namespace get namespaces of their own), and n.
+func ContainerHookSlotNamespace(pool *RunnerPool, n int) string {
+	sum := sha256.Sum256([]byte(pool.Namespace + "/" + pool.Name))
+	suffix := fmt.Sprintf("-%s-%d", hex.EncodeToString(sum[:])[:5], n)
+	base := pool.Spec.ContainerMode.Namespace
+	if max := 63 - len(suffix); len(base) > max {
+		base = strings.TrimRight(base[:max], "-")
+	}
+	return base + suffix
 }
 
 // ContainerHookSuffix ends the names of a pool's ServiceAccount, Role, RoleBinding and

@@ -102,6 +102,12 @@ type RunnerStatus struct {
 	// +kubebuilder:validation:MaxItems=8
 	Caches []RunnerCacheVolume `json:"caches,omitempty"`
 
+	// containerHook is where the runner's container hook works (Kubernetes mode): the
+	// namespace of its anchor, workflow pod and step Secrets, and the ServiceAccount its
+	// pod's token is of. Set with the pod.
+	// +optional
+	ContainerHook *RunnerContainerHook `json:"containerHook,omitempty"`
+
 	// conditions of the runner.
 	// +optional
 	// +listType=map
@@ -143,4 +149,14 @@ type RunnerList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Runner `json:"items"`
+}
+
+// RunnerContainerHook is where a Kubernetes-mode runner's hook works.
+type RunnerContainerHook struct {
+	// namespace where the hook creates the workflow pod and its Secrets.
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// serviceAccount of the runner pod's hook token, in the runner's namespace.
+	// +kubebuilder:validation:MaxLength=253
+	ServiceAccount string `json:"serviceAccount"`
 }

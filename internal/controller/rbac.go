@@ -38,7 +38,12 @@
 //     the shipped gantry-container-hook ClusterRole to it (create, patch, delete; bind on
 //     that ClusterRole alone: no escalate, and no exec or log rights of the controller's
 //     own). A runner's hook Secrets, which carry only the hook's runner-pod label, are
-//     deleted with deletecollection by that label when the runner ends.
+//     deleted with deletecollection by that label when the runner ends. With isolation
+//     Runner (the default) each runner claims a hook slot (runner/hookslot.go): the
+//     slots' ServiceAccounts are listed fresh (list), created and patched to claim
+//     them; a slot's namespace is created (the Pod Security labels read from
+//     containerMode.namespace: get) and deleted with its pool (list, by label); its
+//     RoleBinding is read fresh (get) to tell a ready slot.
 //   - NetworkPolicies: the runner policy (internal/controller/netpol) is cached (list,
 //     watch: only Gantry's, by label), written by server-side apply (patch; create
 //     the first time) in every namespace that holds pools, and deleted with the last
@@ -52,7 +57,9 @@ package controller
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete;deletecollection;patch
 // +kubebuilder:rbac:groups="",resources=serviceaccounts;configmaps,verbs=create;patch
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=create;patch;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=list
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;create;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;create;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=gantry-container-hook
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;list
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=list;watch;create;patch;delete

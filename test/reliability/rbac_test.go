@@ -186,6 +186,12 @@ var usedOutsideScenario = map[permission]string{
 	{"rbac.authorization.k8s.io", "rolebindings", "delete"}: "Kubernetes-mode pools only: that RoleBinding, when the pool is deleted",
 	{"rbac.authorization.k8s.io", "clusterroles", "bind"}:   "Kubernetes-mode pools only: binding the gantry-container-hook ClusterRole (authorized at the RoleBinding's write)",
 	{"", "secrets", "deletecollection"}:                     "Kubernetes-mode pools only: the hook's Secrets of a runner that ended, by their runner-pod label",
+	{"", "serviceaccounts", "list"}:                         "Kubernetes-mode pools with isolation Runner only: the pool's hook slots, listed before a runner claims one",
+	{"", "namespaces", "create"}:                            "Kubernetes-mode pools with isolation Runner only: a new hook slot's namespace",
+	{"", "namespaces", "get"}:                               "Kubernetes-mode pools only: containerMode.namespace, read for its Pod Security labels, and a slot namespace of that name found existing",
+	{"", "namespaces", "list"}:                              "Kubernetes-mode pools with isolation Runner only: the pool's hook namespaces, by label, when the pool is deleted",
+	{"", "namespaces", "delete"}:                            "Kubernetes-mode pools with isolation Runner only: the pool's hook namespaces, when the pool is deleted",
+	{"rbac.authorization.k8s.io", "rolebindings", "get"}:    "Kubernetes-mode pools with isolation Runner only: a hook slot's RoleBinding, read to tell a slot ready",
 }
 
 // checkFinalizersRuleIsNeeded proves the admission plugin is on and the rule matters:

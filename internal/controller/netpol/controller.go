@@ -55,6 +55,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if len(pools.Items) == 0 {
 		return reconcile.Result{}, r.deleteIfPresent(ctx, req.NamespacedName)
 	}
+
 	p := ForNamespace(r.Policy, req.Namespace, pools.Items)
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
 	if err != nil {
@@ -76,6 +77,9 @@ func (r *Reconciler) deleteIfPresent(ctx context.Context, key types.NamespacedNa
 	p := &networkingv1.NetworkPolicy{}
 	if err := r.Client.Get(ctx, key, p); err != nil {
 		return client.IgnoreNotFound(err)
+	}
+	if p.Labels[v1alpha1.LabelWorkflowPod] == v1alpha1.ContainerHookSlot {
+		return nil // a container hook namespace's (runner/hookslot.go): it goes with the namespace
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Deleting the runner NetworkPolicy: no pool left in its namespace", "networkPolicy", klog.KObj(p))
 	if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); client.IgnoreNotFound(err) != nil {

@@ -55,17 +55,19 @@ const (
 )
 
 // applyContainerMode makes a runner pod of a Kubernetes-mode pool able to run the hook:
-// the pool's ServiceAccount and a projected token of it, valid HookTokenExpirationSeconds,
+// the ServiceAccount of the runner's hook (hookOf: its slot's, or with isolation Pool
+// the pool's) and a projected token of it, valid HookTokenExpirationSeconds,
 // in the runner container alone (no other container, no other pool, gets a token); the
 // hook's environment; the hook template from the pool's ConfigMap; and the work volume.
 // A template's automountServiceAccountToken is turned off: the projected token takes the
 // place of the automatic one, at the same path. Pools in other modes are left alone.
-func applyContainerMode(pod *corev1.Pod, pool *v1alpha1.RunnerPool) {
+func applyContainerMode(pod *corev1.Pod, runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) {
 	cm := pool.Spec.ContainerMode
 	if !cm.IsKubernetes() {
 		return
 	}
-	pod.Spec.ServiceAccountName = v1alpha1.ContainerHookServiceAccountName(pool.Name)
+	hook := hookOf(runner, pool)
+	pod.Spec.ServiceAccountName = hook.ServiceAccount
 	pod.Spec.AutomountServiceAccountToken = ptr.To(false)
 	pod.Spec.Volumes = append(pod.Spec.Volumes,
 		corev1.Volume{Name: hookTokenVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
@@ -110,7 +112,7 @@ func applyContainerMode(pod *corev1.Pod, pool *v1alpha1.RunnerPool) {
 		if c.Name != v1alpha1.RunnerContainerName {
 			continue
 		}
-		c.Env = append(c.Env, HookEnv(cm)...)
+		c.Env = append(c.Env, HookEnv(cm, hook.Namespace)...)
 		c.VolumeMounts = append(c.VolumeMounts,
 			corev1.VolumeMount{Name: hookTokenVolume, MountPath: ServiceAccountTokenDir, ReadOnly: true},
 			corev1.VolumeMount{Name: hookTemplateVolume, MountPath: HookTemplateDir, ReadOnly: true},
@@ -121,12 +123,26 @@ func applyContainerMode(pod *corev1.Pod, pool *v1alpha1.RunnerPool) {
 	}
 }
 
-// HookEnv is the runner container's environment for the hook of a Kubernetes-mode pool.
-func HookEnv(cm *v1alpha1.ContainerModeSpec) []corev1.EnvVar {
+// hookOf is where the runner's hook works: status.containerHook (claimHookSlot), or,
+// for a runner of a pool with isolation Pool that has none recorded, the pool's
+// ServiceAccount and containerMode.namespace.
+func hookOf(runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) v1alpha1.RunnerContainerHook {
+	if runner != nil && runner.Status.ContainerHook != nil {
+		return *runner.Status.ContainerHook
+	}
+	return v1alpha1.RunnerContainerHook{
+		Namespace:      pool.Spec.ContainerMode.Namespace,
+		ServiceAccount: v1alpha1.ContainerHookServiceAccountName(pool.Name),
+	}
+}
+
+// HookEnv is the runner container's environment for the hook of a Kubernetes-mode pool
+// working in namespace.
+func HookEnv(cm *v1alpha1.ContainerModeSpec, namespace string) []corev1.EnvVar {
 	env := []corev1.EnvVar{
 		{Name: EnvContainerHooks, Value: cm.HookPathOrDefault()},
 		{Name: EnvRunnerPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
-		{Name: EnvKubernetesNamespace, Value: cm.Namespace},
+		{Name: EnvKubernetesNamespace, Value: namespace},
 		{Name: EnvContainerHookTemplate, Value: HookTemplateDir + "/" + HookTemplateKey},
 		{Name: EnvPrepareJobTimeout, Value: strconv.Itoa(int(cm.PrepareJobTimeoutOrDefault().Seconds()))},
 		{Name: EnvRequireJobContainer, Value: strconv.FormatBool(cm.RequireJobContainerOrDefault())},
@@ -176,11 +192,15 @@ func (r *Reconciler) containerHooks(ctx context.Context, s *scope) (reconcile.Re
 		// Ended: observe completes or fails the runner, and that removes the hook's objects.
 		return reconcile.Result{}, true, nil
 	}
-	if err := r.ensureAnchor(ctx, s); err != nil {
+	hook := hookOfPod(s.pod)
+	if hook == nil {
+		return reconcile.Result{}, true, nil // made before the pool took Kubernetes mode
+	}
+	if err := r.ensureAnchor(ctx, s, hook.Namespace); err != nil {
 		return reconcile.Result{}, false, err
 	}
 	wf := &corev1.Pod{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: cm.Namespace, Name: v1alpha1.WorkflowPodName(s.pod.Name)}, wf)
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: hook.Namespace, Name: v1alpha1.WorkflowPodName(s.pod.Name)}, wf)
 	if apierrors.IsNotFound(err) || (err == nil && wf.DeletionTimestamp != nil) {
 		return r.workflowPodBackstop(ctx, s)
 	}
@@ -302,36 +322,41 @@ func workflowPodVerdict(wf *corev1.Pod, v verdict, rec v1alpha1.RecoverySpec) (s
 	return "", ""
 }
 
-// ensureAnchor creates the runner pod's anchor in containerMode.namespace, unless the
-// cache shows it (a create on a stale cache meets AlreadyExists, which is fine).
-func (r *Reconciler) ensureAnchor(ctx context.Context, s *scope) error {
-	cm := s.pool.Spec.ContainerMode
+// ensureAnchor creates the runner pod's anchor in namespace, unless this process made
+// it (the runner is reconciled again before the cache shows the anchor) or the cache
+// shows it (a create on a stale cache meets AlreadyExists, which is fine).
+func (r *Reconciler) ensureAnchor(ctx context.Context, s *scope, namespace string) error {
+	key := types.NamespacedName{Namespace: namespace, Name: s.pod.Name}
+	if uid, ok := r.anchors.Load(key); ok && uid == s.pod.UID {
+		return nil
+	}
 	existing := &corev1.Pod{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: cm.Namespace, Name: s.pod.Name}, existing)
+	err := r.Client.Get(ctx, key, existing)
 	if err == nil {
 		return nil
 	}
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("reading the runner's anchor pod: %w", err)
 	}
-	anchor := BuildAnchor(s.pod, s.pool)
+	anchor := BuildAnchor(s.pod, s.pool, namespace)
 	log.FromContext(ctx).V(1).Info("Creating the runner's anchor pod", "namespace", anchor.Namespace, "node", anchor.Spec.NodeName)
 	if err := r.Client.Create(ctx, anchor); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the runner's anchor pod in %s: %w", anchor.Namespace, err)
 	}
+	r.anchors.Store(key, s.pod.UID)
 	return nil
 }
 
 // BuildAnchor is the anchor of runnerPod, a runner pod of a Kubernetes-mode pool: a pod
-// of the same name in containerMode.namespace, bound to the same node, that never runs
+// of the same name in namespace, where its hook works, bound to the same node, that never runs
 // (its node selector matches no node: the kubelet refuses it at admission, so it holds
 // no resources and pulls nothing), that no token of the hook may delete (it has no
 // runner-pod label: the admission policy lets the hook delete only its own pods), and
 // that carries nothing secret.
-func BuildAnchor(runnerPod *corev1.Pod, pool *v1alpha1.RunnerPool) *corev1.Pod {
+func BuildAnchor(runnerPod *corev1.Pod, pool *v1alpha1.RunnerPool, namespace string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: pool.Spec.ContainerMode.Namespace,
+			Namespace: namespace,
 			Name:      runnerPod.Name,
 			Labels: map[string]string{
 				v1alpha1.LabelManagedBy:     v1alpha1.ManagedByValue,
@@ -372,9 +397,11 @@ func BuildAnchor(runnerPod *corev1.Pod, pool *v1alpha1.RunnerPool) *corev1.Pod {
 func (r *Reconciler) removeHookObjects(ctx context.Context, runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) error {
 	var namespaces []string
 	switch {
-	case pool != nil && pool.Spec.ContainerMode.IsKubernetes():
+	case runner.Status.ContainerHook != nil:
+		namespaces = append(namespaces, runner.Status.ContainerHook.Namespace)
+	case pool != nil && pool.Spec.ContainerMode.IsKubernetes() && !pool.Spec.ContainerMode.IsolatesRunners():
 		namespaces = append(namespaces, pool.Spec.ContainerMode.Namespace)
-	case pool != nil:
+	case pool != nil && !pool.Spec.ContainerMode.IsKubernetes():
 		return nil
 	default:
 		var anchors corev1.PodList
@@ -393,6 +420,7 @@ func (r *Reconciler) removeHookObjects(ctx context.Context, runner *v1alpha1.Run
 		if err := r.Client.List(ctx, &pods, ctrl.InNamespace(ns), ctrl.MatchingLabels{v1alpha1.LabelHookRunnerPod: runner.Name}); err != nil {
 			return fmt.Errorf("listing the runner's workflow pods: %w", err)
 		}
+		r.anchors.Delete(types.NamespacedName{Namespace: ns, Name: runner.Name})
 		toDelete := append(pods.Items, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: runner.Name}})
 		for i := range toDelete {
 			p := &toDelete[i]

@@ -19,9 +19,11 @@ package runner
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -57,11 +59,21 @@ type Reconciler struct {
 	// them): their Secret needs no lookup before registering. nil: every Runner's is
 	// looked up.
 	Births *controller.RunnerBirths
+	// WatchedNamespaces are the namespaces the manager's cache watches (--namespaces);
+	// empty: all. A container hook slot is used only where the cache sees it.
+	WatchedNamespaces []string
+	// HookNetworkPolicy is the runner NetworkPolicy (--runner-network-policy) put in each
+	// container hook namespace a runner gets (isolation Runner); nil: none.
+	HookNetworkPolicy *networkingv1.NetworkPolicy
 
 	writes    ownWrites
 	online    onlineRunners
 	unwritten unwrittenStatus
 	exited    exitedReaper
+	slots     hookSlots
+	// anchors are the anchor pods this process created (containermode.go), by key, with
+	// their runner pod's UID.
+	anchors sync.Map
 }
 
 // scope is one reconcile's working set.
@@ -147,6 +159,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	return runPhases(ctx, s,
 		r.register,
 		r.leaseCaches,
+		r.claimHookSlot, // hookslot.go
 		r.ensurePod,
 		r.containerHooks, // containermode.go
 		r.observe,

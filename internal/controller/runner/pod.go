@@ -160,7 +160,7 @@ func buildPod(runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) *corev1.Pod {
 		}
 		c.Env = append(c.Env, secretEnv(EnvJITConfig, runner.Name, JITConfigKey))
 	}
-	applyContainerMode(pod, pool) // containermode.go
+	applyContainerMode(pod, runner, pool) // containermode.go
 	return pod
 }
 

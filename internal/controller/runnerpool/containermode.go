@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
@@ -25,13 +26,9 @@ import (
 	"github.com/gantry-dev/gantry/internal/controller/runner"
 )
 
-// ContainerHookClusterRole is the ClusterRole holding exactly the verbs GitHub's
-// no-volume Kubernetes hook checks with SelfSubjectAccessReview before every command
-// (actions/runner-container-hooks, packages/k8s-novolume). It is installed with Gantry
-// (config/rbac/container_hook_role.yaml, the chart); the controller only binds it, in
-// containerMode.namespace, to a pool's ServiceAccount: `bind` on this one ClusterRole
-// is all the controller needs, no `escalate` and no exec of its own.
-const ContainerHookClusterRole = "gantry-container-hook"
+// ContainerHookClusterRole is runner.ContainerHookClusterRole, the ClusterRole the
+// controller binds where a hook works.
+const ContainerHookClusterRole = runner.ContainerHookClusterRole
 
 // ContainerHookRules are ContainerHookClusterRole's rules, as shipped.
 var ContainerHookRules = []rbacv1.PolicyRule{
@@ -70,6 +67,9 @@ func (r *Reconciler) ensureContainerMode(ctx context.Context, pool *v1alpha1.Run
 				"so the runners' JIT configurations and the pool's credentials would be within job code's reach; "+
 				"name a namespace of its own, such as %s-jobs", pool.Namespace, pool.Namespace)}
 	}
+	if cm.IsolatesRunners() {
+		return r.ensureRunnerIsolation(ctx, pool)
+	}
 	if len(r.WatchedNamespaces) > 0 && !slices.Contains(r.WatchedNamespaces, cm.Namespace) {
 		return &controller.ConfigError{Reason: v1alpha1.ReasonNamespaceNotWatched, Message: fmt.Sprintf(
 			"containerMode.namespace %q is not among the namespaces the controller watches (%s): it could not see the "+
@@ -102,13 +102,61 @@ func (r *Reconciler) ensureContainerMode(ctx context.Context, pool *v1alpha1.Run
 	return nil
 }
 
-// removeContainerMode deletes the RoleBindings of the pool's hook identity, wherever
-// the pool's containerMode.namespace pointed (found by label), as the pool goes. The
-// ServiceAccount and ConfigMap go with the pool (owner references).
+// ensureRunnerIsolation is ensureContainerMode for isolation Runner: the runners'
+// hook slots (runner/hookslot.go) are made as runners claim them; the pool gives them
+// the workflow-pod template (a ConfigMap owned by the pool). containerMode.namespace,
+// whose Pod Security labels the slots' namespaces copy, must exist, and a controller
+// that watches some namespaces only must watch at least the pool's first slot's.
+func (r *Reconciler) ensureRunnerIsolation(ctx context.Context, pool *v1alpha1.RunnerPool) error {
+	cm := pool.Spec.ContainerMode
+	if first := v1alpha1.ContainerHookSlotNamespace(pool, 0); len(r.WatchedNamespaces) > 0 && !slices.Contains(r.WatchedNamespaces, first) {
+		return &controller.ConfigError{Reason: v1alpha1.ReasonNamespaceNotWatched, Message: fmt.Sprintf(
+			"containerMode.isolation Runner gives each runner a namespace of its own (%s, then …-1, …-2), and the controller "+
+				"watches only %s: it could not see the workflow pods there; let it watch every namespace (no --namespaces), "+
+				"add those namespaces to --namespaces (the Helm chart's watchNamespaces), or set containerMode.isolation: Pool",
+			first, strings.Join(r.WatchedNamespaces, ", "))}
+	}
+	if v, ok := containerModeApplied.Load(pool.UID); ok && v.(int64) == pool.Generation && pool.Generation != 0 {
+		return nil
+	}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Name: cm.Namespace}, &corev1.Namespace{}); apierrors.IsNotFound(err) {
+		return &controller.ConfigError{Reason: v1alpha1.ReasonNamespaceNotFound, Message: fmt.Sprintf(
+			"containerMode.namespace %q does not exist: create it with a Pod Security level, such as "+
+				"pod-security.kubernetes.io/enforce: baseline; each runner's hook namespace copies it", cm.Namespace)}
+	} else if err != nil {
+		return fmt.Errorf("reading containerMode.namespace %s: %w", cm.Namespace, err)
+	}
+	owner := metav1ac.OwnerReference().WithAPIVersion(v1alpha1.GroupVersion.String()).WithKind("RunnerPool").
+		WithName(pool.Name).WithUID(pool.UID).WithController(true).WithBlockOwnerDeletion(true)
+	if err := r.Client.Apply(ctx, hookTemplateConfigMap(pool).WithOwnerReferences(owner), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+		return &controller.ConfigError{Reason: v1alpha1.ReasonContainerModeFailed, Message: "applying the container hook's ConfigMap: " + err.Error()}
+	}
+	containerModeApplied.Store(pool.UID, pool.Generation)
+	return nil
+}
+
+// removeContainerMode deletes, as the pool goes (its runners gone), the RoleBinding of
+// the pool's hook identity in containerMode.namespace (isolation Pool) and its runners'
+// hook namespaces (isolation Runner), found by label wherever the pool's spec pointed
+// before. ServiceAccounts and the ConfigMap go with the pool (owner references).
 func (r *Reconciler) removeContainerMode(ctx context.Context, pool *v1alpha1.RunnerPool) error {
 	containerModeApplied.Delete(pool.UID)
 	if !pool.Spec.ContainerMode.IsKubernetes() {
 		return nil
+	}
+	var slots corev1.NamespaceList
+	if err := r.APIReader.List(ctx, &slots, client.MatchingLabels{
+		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelPool: pool.Name,
+		v1alpha1.LabelPoolNamespace: pool.Namespace, v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookSlot,
+	}); err != nil {
+		return fmt.Errorf("listing the pool's container hook namespaces: %w", err)
+	}
+	for i := range slots.Items {
+		if ns := &slots.Items[i]; ns.DeletionTimestamp.IsZero() {
+			if err := r.Client.Delete(ctx, ns); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting the container hook namespace %s: %w", ns.Name, err)
+			}
+		}
 	}
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: pool.Spec.ContainerMode.Namespace, Name: HookRoleBindingName(pool)}}
 	if err := r.Client.Delete(ctx, binding); client.IgnoreNotFound(err) != nil {

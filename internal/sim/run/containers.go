@@ -13,7 +13,8 @@ import (
 // their workflow pods started beside the runner pods, which jobs failed and why, what
 // the hooks left behind and what they wrote.
 type ContainerJobsReport struct {
-	// Namespace is where the workflow pods ran (spec.containerMode.namespace).
+	// Namespace is spec.containerMode.namespace: where the workflow pods ran with
+	// isolation Pool, the model of the runners' own hook namespaces with isolation Runner.
 	Namespace string `json:"namespace"`
 	// JobsHooked is how many jobs a runner ran through the container hook.
 	JobsHooked int `json:"jobs_hooked"`

@@ -51,9 +51,11 @@ func newController(opts Options, sc Scenario, kubeconfig, webhookAddr string, me
 		"--webhook-bind-address=" + webhookAddr,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
-		"--namespaces=" + strings.Join(sc.watchedNamespaces(), ","),
 		"--resync-interval=" + resync.String(),
 		"--github-allow-http",
+	}
+	if ns := sc.watchedNamespaces(); len(ns) > 0 {
+		args = append(args, "--namespaces="+strings.Join(ns, ","))
 	}
 	if sc.FailedRunnerRetention > 0 {
 		args = append(args, "--failed-runner-retention="+sc.FailedRunnerRetention.String())

@@ -435,11 +435,12 @@ func (s Scenario) Validate() error {
 }
 
 // watchedNamespaces are the namespaces the controller watches (--namespaces): the
-// pools', and a Kubernetes-mode pool's containerMode.namespace, where its runners'
-// anchors and workflow pods are.
+// pools'; nil (every namespace, as the default install) with a Kubernetes-mode pool,
+// whose runners' anchors and workflow pods are in namespaces of their own
+// (containerMode.isolation Runner).
 func (s Scenario) watchedNamespaces() []string {
 	if s.ContainerJobs != nil {
-		return []string{namespace, jobsNamespace}
+		return nil
 	}
 	return []string{namespace}
 }

@@ -27,13 +27,14 @@ func TestKubernetesModeIsStoredWithDefaults(t *testing.T) {
 	}
 	c := got.Spec.ContainerMode
 	type defaults struct {
-		Timeout    time.Duration
-		RequireJob bool
-		Hook       string
-		Mount      string
+		Timeout         time.Duration
+		RequireJob      bool
+		Hook            string
+		Mount           string
+		IsolatesRunners bool
 	}
-	want := defaults{5 * time.Minute, true, "/home/runner/k8s-novolume/index.js", "/home/runner/_work"}
-	gotD := defaults{c.PrepareJobTimeoutOrDefault(), c.RequireJobContainerOrDefault(), c.HookPathOrDefault(), c.WorkVolume.MountPathOrDefault()}
+	want := defaults{5 * time.Minute, true, "/home/runner/k8s-novolume/index.js", "/home/runner/_work", true}
+	gotD := defaults{c.PrepareJobTimeoutOrDefault(), c.RequireJobContainerOrDefault(), c.HookPathOrDefault(), c.WorkVolume.MountPathOrDefault(), c.IsolatesRunners()}
 	if diff := cmp.Diff(want, gotD); diff != "" {
 		t.Errorf("containerMode defaults (-want +got):\n%s", diff)
 	}
@@ -58,7 +59,11 @@ func TestValidContainerModesAreAccepted(t *testing.T) {
 		{"cache work volume", testutil.RunnerPool(ns, "cache").Cache(testutil.CacheSpec("work"), "/unused").ContainerMode(k8s(func(c *v1alpha1.ContainerModeSpec) {
 			c.WorkVolume = &v1alpha1.WorkVolumeSpec{Type: v1alpha1.WorkVolumeCache, Cache: "work"}
 		})).Obj()},
+		{"isolation Pool", testutil.RunnerPool(ns, "shared").ContainerMode(k8s(func(c *v1alpha1.ContainerModeSpec) {
+			c.Isolation = v1alpha1.IsolationPool
+		})).Obj()},
 		{"every field", testutil.RunnerPool(ns, "all").ContainerMode(k8s(func(c *v1alpha1.ContainerModeSpec) {
+			c.Isolation = v1alpha1.IsolationRunner
 			c.PrepareJobTimeout = dur(2 * time.Minute)
 			c.RequireJobContainer = ptr.To(false)
 			c.HookPath = "/opt/hooks/index.js"
@@ -93,6 +98,10 @@ func TestContradictoryContainerModesAreRefusedWithTheField(t *testing.T) {
 			[]string{"containerMode.namespace must be a namespace name"}},
 		{"Kubernetes fields with type None", v1alpha1.ContainerModeSpec{Type: v1alpha1.ContainerModeNone, Namespace: "ci-jobs"},
 			[]string{"apply only with type: Kubernetes"}},
+		{"isolation with type None", v1alpha1.ContainerModeSpec{Type: v1alpha1.ContainerModeNone, Isolation: v1alpha1.IsolationPool},
+			[]string{"containerMode: namespace, isolation, workVolume"}},
+		{"an isolation that is not one", k8s(func(c *v1alpha1.ContainerModeSpec) { c.Isolation = "Node" }),
+			[]string{`supported values: "Runner", "Pool"`}},
 		{"Ephemeral without a size", k8s(func(c *v1alpha1.ContainerModeSpec) {
 			c.WorkVolume = &v1alpha1.WorkVolumeSpec{Type: v1alpha1.WorkVolumeEphemeral}
 		}), []string{"containerMode.workVolume.ephemeral must be set with type: Ephemeral"}},

@@ -34,9 +34,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/controller/runnerpool"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 	"github.com/gantry-dev/gantry/internal/testenv"
+	"github.com/gantry-dev/gantry/internal/testutil"
 	"github.com/gantry-dev/gantry/internal/testutil/stack"
 )
 
@@ -121,8 +123,15 @@ func installContainerHookFence(t *testing.T) {
 	}
 }
 
+// slotPools are the pools of these tests whose runners get hook namespaces of their own
+// (isolation Runner), with their containerMode.namespace ("" for the world's jobs
+// namespace); containerModeWorld's manager watches their first slots'.
+var slotPools = map[string]string{"k8s": "", "missing": "no-such-namespace"}
+
 // containerModeWorld is a world whose manager also watches jobs, the pool's
-// containerMode.namespace, labeled with a Pod Security level as the docs ask.
+// containerMode.namespace, labeled with a Pod Security level as the docs ask, and the
+// first hook namespaces of slotPools: the test controller watches named namespaces
+// only (tests share one API server).
 func containerModeWorld(t *testing.T, alsoWatched ...string) (*world, string) {
 	t.Helper()
 	installContainerHookFence(t)
@@ -137,9 +146,24 @@ func containerModeWorld(t *testing.T, alsoWatched ...string) (*world, string) {
 		t.Fatal(err)
 	}
 	w := &world{t: t, ns: env.Namespace(t), c: env.Client}
+	watched := append([]string{jobs}, alsoWatched...)
+	for name, base := range slotPools {
+		if base == "" {
+			base = jobs
+		}
+		pool := &v1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
+			Spec: v1alpha1.RunnerPoolSpec{ContainerMode: &v1alpha1.ContainerModeSpec{Namespace: base}}}
+		for n := range 4 {
+			slot := v1alpha1.ContainerHookSlotNamespace(pool, n)
+			watched = append(watched, slot)
+			t.Cleanup(func() {
+				_ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: slot}})
+			})
+		}
+	}
 	st := stack.Start(t, env, w.ns, stack.Options{
 		Token: testToken, CredentialsSecret: "github-creds", WebhookSecret: webhookSecret,
-		RateLimits: simgithub.RateLimits{Disabled: true}, ExtraNamespaces: append([]string{jobs}, alsoWatched...),
+		RateLimits: simgithub.RateLimits{Disabled: true}, ExtraNamespaces: watched,
 	})
 	w.sim, w.simURL, w.gantry, w.hookURL = st.Sim, st.SimURL, st.Gantry, st.HookURL
 	return w, jobs
@@ -168,16 +192,34 @@ func (w *world) boundRunnerPods(pool string, n int, node string) []string {
 	return names
 }
 
+// hookNamespace is where the hook of runner pod pod works, as its environment says.
+func (w *world) hookNamespace(pod string) string {
+	w.t.Helper()
+	p, err := w.getPod(pod)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	for _, c := range p.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == runner.EnvKubernetesNamespace {
+				return e.Value
+			}
+		}
+	}
+	w.t.Fatalf("runner pod %s has no %s", pod, runner.EnvKubernetesNamespace)
+	return ""
+}
+
 // runnerToken is the token the kubelet mounts in a runner pod: a TokenRequest for the
-// pool's ServiceAccount bound to the pod, valid an hour.
-func (w *world) runnerToken(pool, pod string) string {
+// pod's ServiceAccount bound to the pod, valid an hour.
+func (w *world) runnerToken(pod string) string {
 	w.t.Helper()
 	p, err := w.getPod(pod)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	cs := kubernetes.NewForConfigOrDie(env.Config)
-	tr, err := cs.CoreV1().ServiceAccounts(w.ns).CreateToken(w.ctx(), v1alpha1.ContainerHookServiceAccountName(pool), &authenticationv1.TokenRequest{
+	tr, err := cs.CoreV1().ServiceAccounts(w.ns).CreateToken(w.ctx(), p.Spec.ServiceAccountName, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{
 			ExpirationSeconds: ptr.To[int64](3600),
 			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID},
@@ -266,10 +308,20 @@ func TestContainerHookRoleIsExactlyTheHooksPermissions(t *testing.T) {
 // With a runner pod's own token, job code can do every call the hook makes, on its own
 // workflow pod and Secrets, and nothing else: no Secret of the pool's namespace (its own
 // and the other runner's JIT configuration, the pool's credentials), no pod but its own
-// workflow pod, none privileged, with host namespaces, a hostPath or a token.
+// workflow pod, none privileged, with host namespaces, a hostPath or a token. With
+// isolation Runner (the default) it cannot even read the other runner's workflow pod,
+// logs or step Secrets: they are in another namespace, bound to another ServiceAccount.
 func TestKubernetesModeFencesJobCodeOffWithTheRunnersOwnToken(t *testing.T) {
+	for _, isolation := range []v1alpha1.ContainerHookIsolation{v1alpha1.IsolationRunner, v1alpha1.IsolationPool} {
+		t.Run(string(isolation), func(t *testing.T) { testFence(t, isolation) })
+	}
+}
+
+func testFence(t *testing.T, isolation v1alpha1.ContainerHookIsolation) {
 	w, jobs := containerModeWorld(t)
-	w.create(w.pool("k8s").MinIdle(2).KubernetesMode(jobs).Obj())
+	pool := w.pool("k8s").MinIdle(2).KubernetesMode(jobs).Obj()
+	pool.Spec.ContainerMode.Isolation = isolation
+	w.create(pool)
 	// A node, so that the API server can locate the kubelet of an exec.
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{GenerateName: "node-"}}
 	w.create(node)
@@ -281,23 +333,32 @@ func TestKubernetesModeFencesJobCodeOffWithTheRunnersOwnToken(t *testing.T) {
 	}
 	pods := w.boundRunnerPods("k8s", 2, node.Name)
 	a, b := pods[0], pods[1]
-	for _, p := range pods {
-		w.eventually("the anchor of "+p+" in "+jobs, func() (bool, error) {
+	nsA, nsB := w.hookNamespace(a), w.hookNamespace(b)
+	shared := isolation == v1alpha1.IsolationPool
+	if shared != (nsA == nsB) || (shared && nsA != jobs) {
+		t.Fatalf("isolation %s: the runners' hooks work in %s and %s; want %s", isolation, nsA, nsB,
+			map[bool]string{true: "both in " + jobs, false: "namespaces of their own"}[shared])
+	}
+	for _, p := range []struct{ pod, ns string }{{a, nsA}, {b, nsB}} {
+		w.eventually("the anchor of "+p.pod+" in "+p.ns, func() (bool, error) {
 			anchor := &corev1.Pod{}
-			err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: jobs, Name: p}, anchor)
+			err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: p.ns, Name: p.pod}, anchor)
 			if apierrors.IsNotFound(err) {
 				return false, nil
 			}
 			return err == nil && anchor.Spec.NodeName == node.Name, err
 		})
 	}
-	// What the other runner's hook made: its workflow pod and a Secret.
-	if err := w.c.Create(w.ctx(), func() client.Object { p := workflowPod(b, node.Name, nil); p.Namespace = jobs; return p }()); err != nil {
+	// What the other runner's hook made: its workflow pod and a step Secret.
+	if err := w.c.Create(w.ctx(), func() client.Object { p := workflowPod(b, node.Name, nil); p.Namespace = nsB; return p }()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Create(w.ctx(), func() client.Object { s := hookSecret(b, "bbbbbbbb"); s.Namespace = nsB; return s }()); err != nil {
 		t.Fatal(err)
 	}
 
 	ctx := w.ctx()
-	hookToken := w.runnerToken("k8s", a)
+	hookToken := w.runnerToken(a)
 	hook := as(t, hookToken)
 	forbidden := func(what string, err error, wantMsgs ...string) {
 		t.Helper()
@@ -325,32 +386,32 @@ func TestKubernetesModeFencesJobCodeOffWithTheRunnersOwnToken(t *testing.T) {
 	// anchor) for the node, the pruning lists, a step Secret, the workflow pod, exec,
 	// cleanup.
 	for _, p := range hookPermissions {
-		p.Namespace = jobs
+		p.Namespace = nsA
 		r, err := hook.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &p}}, metav1.CreateOptions{})
 		if err != nil || !r.Status.Allowed {
-			t.Errorf("SelfSubjectAccessReview %s %s/%s in %s: allowed=%v, err=%v", p.Verb, p.Resource, p.Subresource, jobs, r != nil && r.Status.Allowed, err)
+			t.Errorf("SelfSubjectAccessReview %s %s/%s in %s: allowed=%v, err=%v", p.Verb, p.Resource, p.Subresource, nsA, r != nil && r.Status.Allowed, err)
 		}
 	}
-	anchor, err := hook.CoreV1().Pods(jobs).Get(ctx, a, metav1.GetOptions{})
+	anchor, err := hook.CoreV1().Pods(nsA).Get(ctx, a, metav1.GetOptions{})
 	allowed("get its runner pod (the anchor)", err)
 	if err == nil && anchor.Spec.NodeName != node.Name {
 		t.Errorf("the anchor of %s is on node %q, want %s (the runner pod's)", a, anchor.Spec.NodeName, node.Name)
 	}
-	_, err = hook.CoreV1().Pods(jobs).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelHookRunnerPod + "=" + a})
+	_, err = hook.CoreV1().Pods(nsA).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelHookRunnerPod + "=" + a})
 	allowed("list its pods", err)
-	_, err = hook.CoreV1().Secrets(jobs).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelHookRunnerPod + "=" + a})
+	_, err = hook.CoreV1().Secrets(nsA).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelHookRunnerPod + "=" + a})
 	allowed("list its secrets", err)
-	_, err = hook.CoreV1().Secrets(jobs).Create(ctx, hookSecret(a, "0a1b2c3d"), metav1.CreateOptions{})
+	_, err = hook.CoreV1().Secrets(nsA).Create(ctx, hookSecret(a, "0a1b2c3d"), metav1.CreateOptions{})
 	allowed("create a step Secret", err)
-	_, err = hook.CoreV1().Pods(jobs).Create(ctx, workflowPod(a, node.Name, nil), metav1.CreateOptions{})
+	_, err = hook.CoreV1().Pods(nsA).Create(ctx, workflowPod(a, node.Name, nil), metav1.CreateOptions{})
 	allowed("create its workflow pod", err)
-	_, err = hook.CoreV1().Pods(jobs).Get(ctx, v1alpha1.WorkflowPodName(a), metav1.GetOptions{})
+	_, err = hook.CoreV1().Pods(nsA).Get(ctx, v1alpha1.WorkflowPodName(a), metav1.GetOptions{})
 	allowed("read its workflow pod's phase", err)
 	// An exec, as the hook runs each step: the API server authorizes and admits it,
 	// then dials the node's kubelet (none here: that part fails for any pod).
-	exec := func(pod string) error {
-		u := hook.CoreV1().RESTClient().Post().Namespace(jobs).Resource("pods").Name(pod).SubResource("exec").
+	exec := func(ns, pod string) error {
+		u := hook.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name(pod).SubResource("exec").
 			VersionedParams(&corev1.PodExecOptions{Container: "job", Command: []string{"true"}, Stdout: true}, scheme.ParameterCodec).URL()
 		hc, err := rest.HTTPClientFor(&rest.Config{Host: env.Config.Host, BearerToken: hookToken,
 			TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData, NextProtos: []string{"http/1.1"}}}) // an upgrade needs HTTP/1.1
@@ -378,10 +439,10 @@ func TestKubernetesModeFencesJobCodeOffWithTheRunnersOwnToken(t *testing.T) {
 	execRefused := func(err error) bool {
 		return err != nil && strings.HasPrefix(err.Error(), "403 ")
 	}
-	if err := exec(v1alpha1.WorkflowPodName(a)); err == nil || execRefused(err) {
+	if err := exec(nsA, v1alpha1.WorkflowPodName(a)); err == nil || execRefused(err) {
 		t.Errorf("exec into its own workflow pod: want it admitted (then failing to reach a kubelet), got %v", err)
 	}
-	allowed("delete its step Secret", hook.CoreV1().Secrets(jobs).Delete(ctx, a+"-secret-0a1b2c3d", metav1.DeleteOptions{}))
+	allowed("delete its step Secret", hook.CoreV1().Secrets(nsA).Delete(ctx, a+"-secret-0a1b2c3d", metav1.DeleteOptions{}))
 
 	// Reads of the pool's namespace: every Secret there, whatever its name.
 	for _, name := range []string{a, b, "github-creds", "gantry-webhook"} {
@@ -424,32 +485,66 @@ func TestKubernetesModeFencesJobCodeOffWithTheRunnersOwnToken(t *testing.T) {
 		{"a pod with a token", workflowPod(a, node.Name, func(p *corev1.Pod) { p.Name = a + "-step-5"; p.Spec.AutomountServiceAccountToken = nil }), []string{"may not get a ServiceAccount token"}},
 	}
 	for _, tc := range bad {
-		_, err := hook.CoreV1().Pods(jobs).Create(ctx, tc.pod, metav1.CreateOptions{})
+		_, err := hook.CoreV1().Pods(nsA).Create(ctx, tc.pod, metav1.CreateOptions{})
 		forbidden("create "+tc.what, err, tc.msgs...)
 	}
 	_, err = hook.CoreV1().Pods(w.ns).Create(ctx, workflowPod(a, node.Name, nil), metav1.CreateOptions{})
 	forbidden("create a pod in the pool's namespace", err)
-	_, err = hook.CoreV1().Secrets(jobs).Create(ctx, func() *corev1.Secret { s := hookSecret(a, "ffffffff"); s.Labels = nil; return s }(), metav1.CreateOptions{})
+	_, err = hook.CoreV1().Secrets(nsA).Create(ctx, func() *corev1.Secret { s := hookSecret(a, "ffffffff"); s.Labels = nil; return s }(), metav1.CreateOptions{})
 	forbidden("create an unlabeled Secret", err, "may create only Secrets named")
-	forbidden("delete the other runner's anchor", hook.CoreV1().Pods(jobs).Delete(ctx, b, metav1.DeleteOptions{}), "may delete only what it made")
-	forbidden("delete the other runner's workflow pod", hook.CoreV1().Pods(jobs).Delete(ctx, v1alpha1.WorkflowPodName(b), metav1.DeleteOptions{}), "may delete only what it made")
-	if err := exec(v1alpha1.WorkflowPodName(b)); !execRefused(err) || !strings.Contains(err.Error(), "may exec only into its workflow pod") {
-		t.Errorf("exec into the other runner's workflow pod: want it refused by the policy, got %v", err)
+	// Where the runners share a namespace the policy refuses this; apart, RBAC does.
+	var policySays []string
+	if shared {
+		policySays = []string{"may delete only what it made"}
 	}
-	_, err = hook.CoreV1().Pods(jobs).Patch(ctx, own, types.MergePatchType, []byte(`{"metadata":{"labels":{"runner-pod":"`+b+`"}}}`), metav1.PatchOptions{})
+	forbidden("delete its own anchor", hook.CoreV1().Pods(nsA).Delete(ctx, a, metav1.DeleteOptions{}), "may delete only what it made")
+	forbidden("delete the other runner's anchor", hook.CoreV1().Pods(nsB).Delete(ctx, b, metav1.DeleteOptions{}), policySays...)
+	forbidden("delete the other runner's workflow pod", hook.CoreV1().Pods(nsB).Delete(ctx, v1alpha1.WorkflowPodName(b), metav1.DeleteOptions{}), policySays...)
+	forbidden("delete the other runner's step Secret", hook.CoreV1().Secrets(nsB).Delete(ctx, b+"-secret-bbbbbbbb", metav1.DeleteOptions{}), policySays...)
+	if err := exec(nsA, a); !execRefused(err) || !strings.Contains(err.Error(), "may exec only into its workflow pod") {
+		t.Errorf("exec into its anchor: want it refused by the policy, got %v", err)
+	}
+	if err := exec(nsB, v1alpha1.WorkflowPodName(b)); !execRefused(err) {
+		t.Errorf("exec into the other runner's workflow pod: want it refused, got %v", err)
+	}
+	if !shared {
+		// Reads of the other runner's hook namespace: its workflow pod (the job
+		// container's environment is in its spec), logs, step Secrets.
+		_, err = hook.CoreV1().Secrets(nsB).Get(ctx, b+"-secret-bbbbbbbb", metav1.GetOptions{})
+		forbidden("get the other runner's step Secret", err)
+		_, err = hook.CoreV1().Secrets(nsB).List(ctx, metav1.ListOptions{})
+		forbidden("list the other runner's hook Secrets", err)
+		_, err = hook.CoreV1().Secrets(nsB).Watch(ctx, metav1.ListOptions{})
+		forbidden("watch the other runner's hook Secrets", err)
+		_, err = hook.CoreV1().Pods(nsB).Get(ctx, v1alpha1.WorkflowPodName(b), metav1.GetOptions{})
+		forbidden("read the other runner's workflow pod", err)
+		_, err = hook.CoreV1().Pods(nsB).List(ctx, metav1.ListOptions{})
+		forbidden("list the other runner's pods", err)
+		err = hook.CoreV1().Pods(nsB).GetLogs(v1alpha1.WorkflowPodName(b), &corev1.PodLogOptions{Container: "job"}).Do(ctx).Error()
+		forbidden("read the other runner's job logs", err)
+		_, err = hook.CoreV1().Secrets(jobs).List(ctx, metav1.ListOptions{})
+		forbidden("list the Secrets of containerMode.namespace itself", err)
+		_, err = hook.CoreV1().Pods(nsB).Create(ctx, workflowPod(a, node.Name, nil), metav1.CreateOptions{})
+		forbidden("create its workflow pod in the other runner's namespace", err)
+	}
+	_, err = hook.CoreV1().Pods(nsA).Patch(ctx, own, types.MergePatchType, []byte(`{"metadata":{"labels":{"runner-pod":"`+b+`"}}}`), metav1.PatchOptions{})
 	forbidden("relabel its workflow pod", err)
 
 	// A token of the ServiceAccount bound to no pod writes nothing.
 	cs := kubernetes.NewForConfigOrDie(env.Config)
-	tr, err := cs.CoreV1().ServiceAccounts(w.ns).CreateToken(ctx, v1alpha1.ContainerHookServiceAccountName("k8s"),
+	podA, err := w.getPod(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(w.ns).CreateToken(ctx, podA.Spec.ServiceAccountName,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = as(t, tr.Status.Token).CoreV1().Pods(jobs).Create(ctx, workflowPod(a, node.Name, func(p *corev1.Pod) { p.Name = a + "-step-6" }), metav1.CreateOptions{})
+	_, err = as(t, tr.Status.Token).CoreV1().Pods(nsA).Create(ctx, workflowPod(a, node.Name, func(p *corev1.Pod) { p.Name = a + "-step-6" }), metav1.CreateOptions{})
 	forbidden("create a pod with a token bound to no pod", err, "names no pod")
 
-	allowed("delete its workflow pod", hook.CoreV1().Pods(jobs).Delete(ctx, own, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
+	allowed("delete its workflow pod", hook.CoreV1().Pods(nsA).Delete(ctx, own, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
 }
 
 // A workflow pod whose job image cannot be pulled is dealt with once
@@ -465,18 +560,19 @@ func TestUnpullableJobImageDeletesTheWorkflowPodNotTheRunnerPod(t *testing.T) {
 	pool.Spec.Recovery.ImagePullGracePeriod = &metav1.Duration{Duration: time.Second}
 	w.create(pool)
 	a := w.boundRunnerPods("k8s", 1, "node-a")[0]
+	hns := w.hookNamespace(a)
 	w.setPodRunning(a)
 	w.eventually("the anchor", func() (bool, error) {
-		err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: jobs, Name: a}, &corev1.Pod{})
+		err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: hns, Name: a}, &corev1.Pod{})
 		return err == nil, client.IgnoreNotFound(err)
 	})
-	hook := as(t, w.runnerToken("k8s", a))
+	hook := as(t, w.runnerToken(a))
 	ctx := w.ctx()
-	if _, err := hook.CoreV1().Secrets(jobs).Create(ctx, hookSecret(a, "12345678"), metav1.CreateOptions{}); err != nil {
+	if _, err := hook.CoreV1().Secrets(hns).Create(ctx, hookSecret(a, "12345678"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const image = "ghcr.io/acme/does-not-exist:1"
-	wf, err := hook.CoreV1().Pods(jobs).Create(ctx, workflowPod(a, "node-a", func(p *corev1.Pod) { p.Spec.Containers[0].Image = image }), metav1.CreateOptions{})
+	wf, err := hook.CoreV1().Pods(hns).Create(ctx, workflowPod(a, "node-a", func(p *corev1.Pod) { p.Spec.Containers[0].Image = image }), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +589,7 @@ func TestUnpullableJobImageDeletesTheWorkflowPodNotTheRunnerPod(t *testing.T) {
 	}
 
 	w.eventuallyWithin(20*time.Second, "the workflow pod deleted", func() (bool, error) {
-		_, err := hook.CoreV1().Pods(jobs).Get(ctx, wf.Name, metav1.GetOptions{})
+		_, err := hook.CoreV1().Pods(hns).Get(ctx, wf.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
 	ev := w.warningEvent(a, v1alpha1.ReasonWorkflowPodImagePullFailed)
@@ -526,11 +622,11 @@ func TestUnpullableJobImageDeletesTheWorkflowPodNotTheRunnerPod(t *testing.T) {
 	w.setPodExitedUnlessGone(a, 0)
 	w.eventually("the anchor and the hook's Secrets gone", func() (bool, error) {
 		var pods corev1.PodList
-		if err := w.c.List(w.ctx(), &pods, client.InNamespace(jobs)); err != nil {
+		if err := w.c.List(w.ctx(), &pods, client.InNamespace(hns)); err != nil {
 			return false, err
 		}
 		var secrets corev1.SecretList
-		if err := w.c.List(w.ctx(), &secrets, client.InNamespace(jobs), client.MatchingLabels{v1alpha1.LabelHookRunnerPod: a}); err != nil {
+		if err := w.c.List(w.ctx(), &secrets, client.InNamespace(hns), client.MatchingLabels{v1alpha1.LabelHookRunnerPod: a}); err != nil {
 			return false, err
 		}
 		live := 0
@@ -578,25 +674,26 @@ func TestHookObjectsGoWhateverEndsTheRunner(t *testing.T) {
 			w, jobs := containerModeWorld(t)
 			w.create(w.pool("k8s").MinIdle(1).KubernetesMode(jobs).Obj())
 			a := w.boundRunnerPods("k8s", 1, "node-a")[0]
+			hns := w.hookNamespace(a)
 			w.eventually("the anchor", func() (bool, error) {
-				err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: jobs, Name: a}, &corev1.Pod{})
+				err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: hns, Name: a}, &corev1.Pod{})
 				return err == nil, client.IgnoreNotFound(err)
 			})
-			hook := as(t, w.runnerToken("k8s", a))
-			if _, err := hook.CoreV1().Secrets(jobs).Create(w.ctx(), hookSecret(a, "aaaabbbb"), metav1.CreateOptions{}); err != nil {
+			hook := as(t, w.runnerToken(a))
+			if _, err := hook.CoreV1().Secrets(hns).Create(w.ctx(), hookSecret(a, "aaaabbbb"), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := hook.CoreV1().Pods(jobs).Create(w.ctx(), workflowPod(a, "node-a", nil), metav1.CreateOptions{}); err != nil {
+			if _, err := hook.CoreV1().Pods(hns).Create(w.ctx(), workflowPod(a, "node-a", nil), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			tc.end(w, a)
 			w.eventually("the anchor, the workflow pod and the hook's Secret gone", func() (bool, error) {
 				var pods corev1.PodList
-				if err := w.c.List(w.ctx(), &pods, client.InNamespace(jobs)); err != nil {
+				if err := w.c.List(w.ctx(), &pods, client.InNamespace(hns)); err != nil {
 					return false, err
 				}
 				var secrets corev1.SecretList
-				if err := w.c.List(w.ctx(), &secrets, client.InNamespace(jobs)); err != nil {
+				if err := w.c.List(w.ctx(), &secrets, client.InNamespace(hns)); err != nil {
 					return false, err
 				}
 				live := 0
@@ -612,22 +709,31 @@ func TestHookObjectsGoWhateverEndsTheRunner(t *testing.T) {
 }
 
 // A Kubernetes-mode pool whose containerMode.namespace is its own, is not among the
-// namespaces the controller watches (--namespaces), or does not exist, creates no
-// runner and says why: not Ready and Degraded, with a message naming what to fix.
+// namespaces the controller watches (--namespaces) — with isolation Runner: whose
+// runners' hook namespaces are not —, or does not exist, creates no runner and says why: not Ready and Degraded, with a message naming what to fix.
 func TestKubernetesModePoolRefusesItsOwnAnUnwatchedOrAMissingNamespace(t *testing.T) {
 	// "no-such-namespace" is watched, so that the pool naming it meets its absence.
 	w, _ := containerModeWorld(t, "no-such-namespace")
 	unwatched := env.Namespace(t) // exists, but the controller does not watch it
+	shared := func(b *testutil.RunnerPoolBuilder) *v1alpha1.RunnerPool {
+		p := b.Obj()
+		p.Spec.ContainerMode.Isolation = v1alpha1.IsolationPool
+		return p
+	}
 	w.create(w.pool("same").MinIdle(1).KubernetesMode(w.ns).Obj())
 	w.create(w.pool("missing").MinIdle(1).KubernetesMode("no-such-namespace").Obj())
+	w.create(shared(w.pool("missing-shared").MinIdle(1).KubernetesMode("no-such-namespace")))
 	w.create(w.pool("unwatched").MinIdle(1).KubernetesMode(unwatched).Obj())
+	w.create(shared(w.pool("unwatched-shared").MinIdle(1).KubernetesMode(unwatched)))
 	for _, tc := range []struct {
 		pool, reason string
 		wantInMsg    []string
 	}{
 		{"same", v1alpha1.ReasonSameNamespace, []string{w.ns}},
 		{"missing", v1alpha1.ReasonNamespaceNotFound, []string{"no-such-namespace"}},
-		{"unwatched", v1alpha1.ReasonNamespaceNotWatched, []string{unwatched, "--namespaces", "watchNamespaces"}},
+		{"missing-shared", v1alpha1.ReasonNamespaceNotFound, []string{"no-such-namespace"}},
+		{"unwatched", v1alpha1.ReasonNamespaceNotWatched, []string{unwatched, "--namespaces", "watchNamespaces", "isolation: Pool"}},
+		{"unwatched-shared", v1alpha1.ReasonNamespaceNotWatched, []string{unwatched, "--namespaces", "watchNamespaces"}},
 	} {
 		w.eventually("pool "+tc.pool+" not Ready and Degraded with "+tc.reason, func() (bool, error) {
 			p := w.getPool(tc.pool)
@@ -646,4 +752,39 @@ func TestKubernetesModePoolRefusesItsOwnAnUnwatchedOrAMissingNamespace(t *testin
 			t.Errorf("pool %s (%s) created %d runners, want none", tc.pool, tc.reason, n)
 		}
 	}
+}
+
+// A pool with isolation Runner takes its runners' hook namespaces with it: they are
+// reused while it lives, and deleted once it is gone.
+func TestHookNamespacesGoWithThePool(t *testing.T) {
+	w, jobs := containerModeWorld(t)
+	w.create(w.pool("k8s").MinIdle(1).KubernetesMode(jobs).Obj())
+	a := w.boundRunnerPods("k8s", 1, "node-a")[0]
+	hns := w.hookNamespace(a)
+	w.eventually("the anchor in "+hns, func() (bool, error) {
+		err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: hns, Name: a}, &corev1.Pod{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	ns := &corev1.Namespace{}
+	if err := w.c.Get(w.ctx(), types.NamespacedName{Name: hns}, ns); err != nil {
+		t.Fatal(err)
+	}
+	if ns.Labels["pod-security.kubernetes.io/enforce"] != "baseline" {
+		t.Errorf("hook namespace %s labels %v: want containerMode.namespace's Pod Security level", hns, ns.Labels)
+	}
+	// The runner ends (no kubelet here would confirm its pod's graceful deletion), then
+	// the pool goes.
+	w.setPodRunning(a)
+	w.setPodExitedUnlessGone(a, 0)
+	if err := w.c.Delete(w.ctx(), w.getPool("k8s")); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("the hook namespace "+hns+" deleted with the pool", func() (bool, error) {
+		err := w.c.Get(w.ctx(), types.NamespacedName{Name: hns}, ns)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		// No namespace controller runs here: a deleted namespace stays Terminating.
+		return err == nil && ns.DeletionTimestamp != nil, err
+	})
 }
