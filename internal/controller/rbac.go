@@ -43,7 +43,8 @@
 //     slots' ServiceAccounts are listed fresh (list), created and patched to claim
 //     them; a slot's namespace is created (the Pod Security labels read from
 //     containerMode.namespace: get) and deleted with its pool (list, by label); its
-//     RoleBinding is read fresh (get) to tell a ready slot.
+//     RoleBinding is read fresh (get) to tell a ready slot. A slot idle ten minutes
+//     is deleted, ServiceAccount (delete) and namespace.
 //   - NetworkPolicies: the runner policy (internal/controller/netpol) is cached (list,
 //     watch: only Gantry's, by label), written by server-side apply (patch; create
 //     the first time) in every namespace that holds pools, and deleted with the last
@@ -57,7 +58,7 @@ package controller
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete;deletecollection;patch
 // +kubebuilder:rbac:groups="",resources=serviceaccounts;configmaps,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=list
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=list;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;create;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;create;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=gantry-container-hook

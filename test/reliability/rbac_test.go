@@ -192,6 +192,7 @@ var usedOutsideScenario = map[permission]string{
 	{"", "namespaces", "list"}:                              "Kubernetes-mode pools with isolation Runner only: the pool's hook namespaces, by label, when the pool is deleted",
 	{"", "namespaces", "delete"}:                            "Kubernetes-mode pools with isolation Runner only: the pool's hook namespaces, when the pool is deleted",
 	{"rbac.authorization.k8s.io", "rolebindings", "get"}:    "Kubernetes-mode pools with isolation Runner only: a hook slot's RoleBinding, read to tell a slot ready",
+	{"", "serviceaccounts", "delete"}:                       "Kubernetes-mode pools with isolation Runner only: a hook slot idle ten minutes",
 }
 
 // checkFinalizersRuleIsNeeded proves the admission plugin is on and the rule matters:

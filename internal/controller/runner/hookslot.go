@@ -43,6 +43,14 @@ const LabelHookSlot = "gantry.dev/hook-slot"
 // slot the controller may use is held (a namespaced controller watches only some).
 const noFreeSlotRetry = 10 * time.Second
 
+// errSlotTerminating: the claimed slot's namespace is being deleted (the pool pruned
+// the slot); the runner waits until it is gone and then makes it again.
+var errSlotTerminating = errors.New("the container hook namespace is being deleted")
+
+// slotTerminatingRetry is how soon a runner whose slot's namespace is being deleted
+// looks again.
+const slotTerminatingRetry = 2 * time.Second
+
 // errNoWatchedSlot: every hook slot the controller watches is held.
 var errNoWatchedSlot = errors.New("no free hook namespace among those the controller watches")
 
@@ -88,7 +96,7 @@ func (r *Reconciler) claimHookSlot(ctx context.Context, s *scope) (reconcile.Res
 	}
 	sa, n, err := r.claimSlotServiceAccount(ctx, s)
 	if errors.Is(err, errNoWatchedSlot) {
-		s.runner.Status.Message = "waiting for a free container hook namespace: the controller watches " +
+		s.runner.Status.Message = waitingForSlot + "a free container hook namespace: the controller watches " +
 			strings.Join(r.WatchedNamespaces, ", ") + " only (--namespaces); watch more of " +
 			v1alpha1.ContainerHookSlotNamespace(s.pool, 0) + ", …-1, … or set containerMode.isolation: Pool"
 		return reconcile.Result{RequeueAfter: noFreeSlotRetry}, false, nil
@@ -97,12 +105,21 @@ func (r *Reconciler) claimHookSlot(ctx context.Context, s *scope) (reconcile.Res
 		return reconcile.Result{}, false, err
 	}
 	ns := v1alpha1.ContainerHookSlotNamespace(s.pool, n)
-	if err := r.ensureHookSlot(ctx, s.pool, ns, sa, n); err != nil {
+	if err := r.ensureHookSlot(ctx, s.pool, ns, sa, n); errors.Is(err, errSlotTerminating) {
+		s.runner.Status.Message = waitingForSlot + "the container hook namespace " + ns + " to be deleted, to make it again"
+		return reconcile.Result{RequeueAfter: slotTerminatingRetry}, false, nil
+	} else if err != nil {
 		return reconcile.Result{}, false, err
 	}
 	s.runner.Status.ContainerHook = &v1alpha1.RunnerContainerHook{Namespace: ns, ServiceAccount: sa}
+	if strings.HasPrefix(s.runner.Status.Message, waitingForSlot) {
+		s.runner.Status.Message = ""
+	}
 	return reconcile.Result{}, true, nil
 }
+
+// waitingForSlot begins the messages of a runner waiting for its hook slot.
+const waitingForSlot = "waiting for "
 
 // hookOfPod is where the hook of a runner pod works, as the pod says: its
 // ServiceAccount and its hook's namespace variable. nil for a pod without the hook.
@@ -350,39 +367,45 @@ func slotServiceAccount(pool *v1alpha1.RunnerPool, n int, runner string) *corev1
 const podSecurityLabelPrefix = "pod-security.kubernetes.io/"
 
 // ensureHookSlot makes slot n's namespace ns ready for the ServiceAccount sa, unless it
-// is (its RoleBinding, made last, exists): the namespace with containerMode.namespace's
+// is (it exists and its RoleBinding, made last, too): the namespace with containerMode.namespace's
 // Pod Security labels, its default ServiceAccount, the runner NetworkPolicy, and the RoleBinding of
 // ContainerHookClusterRole to sa. A namespace of that name that is not this slot's is
 // refused, not used.
 func (r *Reconciler) ensureHookSlot(ctx context.Context, pool *v1alpha1.RunnerPool, ns, sa string, n int) error {
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: HookSlotRoleBinding}, &rbacv1.RoleBinding{}); err == nil {
-		return nil
-	} else if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("reading the hook's role binding in %s: %w", ns, err)
-	}
-	base := &corev1.Namespace{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Name: pool.Spec.ContainerMode.Namespace}, base); err != nil {
-		return fmt.Errorf("reading containerMode.namespace %s for its Pod Security labels: %w", pool.Spec.ContainerMode.Namespace, err)
-	}
-	labels := slotLabels(pool, n)
-	for k, v := range base.Labels {
-		if strings.HasPrefix(k, podSecurityLabelPrefix) {
-			labels[k] = v
-		}
-	}
-	log.FromContext(ctx).V(1).Info("Making a container hook namespace", "namespace", ns)
-	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}
-	if err := r.Client.Create(ctx, nsObj); apierrors.IsAlreadyExists(err) {
-		existing := &corev1.Namespace{}
-		if err := r.APIReader.Get(ctx, types.NamespacedName{Name: ns}, existing); err != nil {
-			return fmt.Errorf("reading namespace %s: %w", ns, err)
-		}
+	existing := &corev1.Namespace{}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Name: ns}, existing)
+	switch {
+	case err == nil:
 		if existing.Labels[v1alpha1.LabelPool] != pool.Name || existing.Labels[v1alpha1.LabelPoolNamespace] != pool.Namespace ||
 			existing.Labels[v1alpha1.LabelWorkflowPod] != v1alpha1.ContainerHookSlot {
 			return fmt.Errorf("namespace %s exists and is not a container hook namespace of pool %s/%s: Gantry will not put a runner's hook there", ns, pool.Namespace, pool.Name)
 		}
-	} else if err != nil {
-		return fmt.Errorf("creating the container hook namespace %s: %w", ns, err)
+		if existing.DeletionTimestamp != nil {
+			return errSlotTerminating // pruned a moment ago (runnerpool's pruneHookSlots)
+		}
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: HookSlotRoleBinding}, &rbacv1.RoleBinding{}); err == nil {
+			return nil
+		} else if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading the hook's role binding in %s: %w", ns, err)
+		}
+	case apierrors.IsNotFound(err):
+		base := &corev1.Namespace{}
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Name: pool.Spec.ContainerMode.Namespace}, base); err != nil {
+			return fmt.Errorf("reading containerMode.namespace %s for its Pod Security labels: %w", pool.Spec.ContainerMode.Namespace, err)
+		}
+		labels := slotLabels(pool, n)
+		for k, v := range base.Labels {
+			if strings.HasPrefix(k, podSecurityLabelPrefix) {
+				labels[k] = v
+			}
+		}
+		log.FromContext(ctx).V(1).Info("Making a container hook namespace", "namespace", ns)
+		if err := r.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}); err != nil {
+			// AlreadyExists: made since the read; the next pass reads it.
+			return fmt.Errorf("creating the container hook namespace %s: %w", ns, err)
+		}
+	default:
+		return fmt.Errorf("reading namespace %s: %w", ns, err)
 	}
 	// The namespace's default ServiceAccount, which the anchor and the workflow pods
 	// name: the API server admits no pod before it exists, and kube-controller-manager

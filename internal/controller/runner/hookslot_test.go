@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -48,6 +50,10 @@ func TestClaimHookSlot(t *testing.T) {
 			Spec: corev1.PodSpec{ServiceAccountName: sa}}
 	}
 	ns0, ns1 := v1alpha1.ContainerHookSlotNamespace(pool, 0), v1alpha1.ContainerHookSlotNamespace(pool, 1)
+	terminating := func(name string) *corev1.Namespace {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: slotLabels(pool, 0),
+			DeletionTimestamp: ptr.To(metav1.Now()), Finalizers: []string{"kubernetes"}}}
+	}
 	for _, tc := range []struct {
 		name     string
 		pool     *v1alpha1.RunnerPool
@@ -59,6 +65,9 @@ func TestClaimHookSlot(t *testing.T) {
 		// wantHolders: each slot ServiceAccount's runner afterwards.
 		wantHolders map[string]string
 		wantSlotNS  []string
+		// wantRetry and wantMessage: a runner that waits.
+		wantRetry   time.Duration
+		wantMessage string
 	}{
 		{name: "first runner makes slot 0", objs: []ctrl.Object{base},
 			want: &v1alpha1.RunnerContainerHook{Namespace: ns0, ServiceAccount: "k8s-container-hook-0"}, wantDone: true,
@@ -76,7 +85,9 @@ func TestClaimHookSlot(t *testing.T) {
 			want: &v1alpha1.RunnerContainerHook{Namespace: ns1, ServiceAccount: "k8s-container-hook-1"}, wantDone: true,
 			wantHolders: map[string]string{"k8s-container-hook-0": "b", "k8s-container-hook-1": "me"}, wantSlotNS: []string{ns1}},
 		{name: "a namespaced controller waits for a watched slot", objs: []ctrl.Object{base, runner("b"), slot(0, "b")}, watched: []string{"ci", ns0},
-			wantHolders: map[string]string{"k8s-container-hook-0": "b"}},
+			wantHolders: map[string]string{"k8s-container-hook-0": "b"}, wantRetry: noFreeSlotRetry, wantMessage: "isolation: Pool"},
+		{name: "a slot whose namespace is being deleted waits for it to go", objs: []ctrl.Object{base, terminating(ns0)},
+			wantHolders: map[string]string{"k8s-container-hook-0": "me"}, wantRetry: slotTerminatingRetry, wantMessage: "to be deleted"},
 		{name: "isolation Pool shares the pool's", pool: sharedPool, objs: []ctrl.Object{base},
 			want: &v1alpha1.RunnerContainerHook{Namespace: "ci-jobs", ServiceAccount: "k8s-container-hook"}, wantDone: true,
 			wantHolders: map[string]string{}},
@@ -118,8 +129,8 @@ func TestClaimHookSlot(t *testing.T) {
 			if done != tc.wantDone {
 				t.Errorf("done = %v, want %v (result %+v, message %q)", done, tc.wantDone, res, s.runner.Status.Message)
 			}
-			if !done && (res != reconcile.Result{RequeueAfter: noFreeSlotRetry} || !strings.Contains(s.runner.Status.Message, "isolation: Pool")) {
-				t.Errorf("waiting: result %+v, message %q; want a retry after %s and a message naming isolation: Pool", res, s.runner.Status.Message, noFreeSlotRetry)
+			if !done && (res != reconcile.Result{RequeueAfter: tc.wantRetry} || !strings.Contains(s.runner.Status.Message, tc.wantMessage)) {
+				t.Errorf("waiting: result %+v, message %q; want a retry after %s and a message saying %q", res, s.runner.Status.Message, tc.wantRetry, tc.wantMessage)
 			}
 			if diff := cmp.Diff(tc.want, s.runner.Status.ContainerHook); diff != "" {
 				t.Errorf("status.containerHook (-want +got):\n%s", diff)

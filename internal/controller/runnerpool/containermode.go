@@ -141,6 +141,7 @@ func (r *Reconciler) ensureRunnerIsolation(ctx context.Context, pool *v1alpha1.R
 // before. ServiceAccounts and the ConfigMap go with the pool (owner references).
 func (r *Reconciler) removeContainerMode(ctx context.Context, pool *v1alpha1.RunnerPool) error {
 	containerModeApplied.Delete(pool.UID)
+	hookSlotsPruned.Delete(pool.UID)
 	if !pool.Spec.ContainerMode.IsKubernetes() {
 		return nil
 	}

@@ -9,6 +9,7 @@
 //	observe.go       observe: runners counted, demand read once, desired computed
 //	scale.go         scale: creation with expectations, victim choice
 //	cache.go         caches: cache volumes' status, idle ones deleted, reclaimed with the pool
+//	hookslots.go     pruneHookSlots: container hook slots idle HookSlotIdle deleted
 //	statuswrites.go  writeStatus (deferred): the status computed and written once
 //	validate.go    a stored pool that cannot be used as it is (InvalidSpec)
 //	warm.go        the idle floor in force: minIdle, raised by schedules and the prediction
@@ -115,6 +116,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		r.observe,
 		r.scale,
 		r.caches,
+		r.pruneHookSlots, // hookslots.go
 	} {
 		pres, perr := phase(ctx, st)
 		res = controller.LowestNonZeroResult(res, pres)
