@@ -182,8 +182,10 @@ type RunnerPoolSpec struct {
 	// labels are the runner's custom labels. Each runner registers them after its
 	// default labels: self-hosted, its operating system (linux, windows or macOS) and its
 	// architecture (x64, ARM64 or ARM), read from the template's kubernetes.io/os and
-	// kubernetes.io/arch nodeSelector and spec.os.name, and linux and x64 where the
-	// template pins neither (the pod is then pinned there). A job lands in this pool
+	// kubernetes.io/arch nodeSelector, spec.os.name or a required node affinity allowing
+	// one value; what the template leaves open is read from the Ready nodes its pods can
+	// be scheduled on (one architecture: that one; several: amd64; none: linux and x64),
+	// recorded in status.platform, and the pod is pinned there. A job lands in this pool
 	// when every label of its runs-on, compared case-insensitively, is one the runner
 	// registers. Each label is 1 to 256 characters with no comma, no control character
 	// and no space at either end (GitHub splits labels on commas and trims them), and no

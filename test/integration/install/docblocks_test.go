@@ -48,6 +48,9 @@ var docFiles = []string{
 	"docs/operations.md",
 	"charts/gantry/README.md",
 	"docs/container-jobs.md",
+	"docs/demand.md",
+	"docs/doctor.md",
+	"docs/troubleshooting.md",
 }
 
 // allDocs are every document a user reads: docs/, the chart's README, the examples'
