@@ -230,6 +230,9 @@ func TestDocsBlocksAreMarked(t *testing.T) {
 			if st.doc != "" {
 				used[st.doc] = true
 			}
+			for _, ref := range st.runs {
+				used[ref] = true
+			}
 		}
 	}
 	blocks := loadDocBlocks(t)

@@ -1,12 +1,16 @@
 package install
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,8 +64,10 @@ var docScenarios = []docScenario{{
 		poolReady("ci", "linux-x64"),
 		runnerPolicyIn("ci"),
 		block(quickstart + "hello-workflow"),
-		workflowGetsRunner(quickstart+"hello-workflow", "ci", "linux-x64"),
+		watchWhile(quickstart+"watch", []string{"POOL", "linux-x64-"},
+			workflowGetsRunner(quickstart+"hello-workflow", "ci", "linux-x64")),
 		block(doctorDoc + "doctor"),
+		outputHas(doctorDoc+"doctor", "✓  last workflow_job delivery", "takes the job", `"pool"`),
 		crdsFromAnOlderRelease(),
 		block(install + "helm-upgrade"),
 		settingsKept("gantry-system", "gantry", "registry.example.com/gantry:v0.1.0"),
@@ -477,4 +483,83 @@ func namespaceLabeled(ns, key, value string) docStep {
 			t.Errorf("namespace %s: %s=%q, want %q", ns, key, got, value)
 		}
 	})
+}
+
+// watchWhile runs a block that watches until interrupted (kubectl get -w) while the
+// steps run, then interrupts it, as a user would with Ctrl-C, and checks that it showed
+// each of want.
+func watchWhile(ref string, want []string, steps ...docStep) docStep {
+	st := action("run "+ref+" (it watches) while: "+stepsWhat(steps), func(t *testing.T, w *docWorld) {
+		b, ok := w.blocks[ref]
+		if !ok {
+			t.Fatalf("no doc marks a block %s", ref)
+		}
+		body := w.substitute(t, b)
+		t.Logf("%s (in the background):\n%s", ref, indent(body))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", body)
+		cmd.Dir = w.dir
+		cmd.Env = w.shellEnv()
+		var out, stderr syncBuffer
+		cmd.Stdout, cmd.Stderr = &out, &stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range steps {
+			t.Logf("test: %s", st.what)
+			st.act(t, w)
+		}
+		waitFor(t, ref+" showing "+strings.Join(want, ", "), 30*time.Second, func(context.Context) (bool, string) {
+			for _, s := range want {
+				if !strings.Contains(out.String(), s) {
+					return false, fmt.Sprintf("not yet %s; stdout so far:\n%s\nstderr so far:\n%s", s, out.String(), stderr.String())
+				}
+			}
+			return true, ""
+		})
+		cancel()
+		_ = cmd.Wait()
+		if stderr.Len() > 0 {
+			t.Logf("%s stderr: %s", ref, stderr.String())
+		}
+		w.out[ref] = out.String()
+		t.Logf("%s showed:\n%s", ref, indent(out.String()))
+	})
+	st.runs = []string{ref}
+	return st
+}
+
+func stepsWhat(steps []docStep) string {
+	var w []string
+	for _, s := range steps {
+		w = append(w, s.what)
+	}
+	return strings.Join(w, "; ")
+}
+
+// syncBuffer is a bytes.Buffer safe for a process writing and a test reading.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *syncBuffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
 }

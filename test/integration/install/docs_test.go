@@ -201,14 +201,20 @@ func (w *docWorld) shell(t *testing.T, script string) (stdout, stderr string, er
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", script)
 	cmd.Dir = w.dir
-	cmd.Env = []string{
-		"PATH=" + w.binDir + string(os.PathListSeparator) + os.Getenv("PATH"),
-		"HOME=" + w.home, "KUBECONFIG=" + w.cluster.kubeconfig, "LANG=C.UTF-8", "SSL_CERT_FILE=" + w.simCA,
-	}
+	cmd.Env = w.shellEnv()
 	var o, e strings.Builder
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err = cmd.Run()
 	return o.String(), e.String(), err
+}
+
+// shellEnv is the environment the blocks run in: kubectl, helm, kustomize and gantry
+// first on PATH, the test cluster's KUBECONFIG, and the simulator's CA trusted.
+func (w *docWorld) shellEnv() []string {
+	return []string{
+		"PATH=" + w.binDir + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"HOME=" + w.home, "KUBECONFIG=" + w.cluster.kubeconfig, "LANG=C.UTF-8", "SSL_CERT_FILE=" + w.simCA,
+	}
 }
 
 func indent(s string) string {
@@ -221,6 +227,8 @@ type docStep struct {
 	doc  string
 	what string
 	act  func(t *testing.T, w *docWorld)
+	// runs are the blocks an action runs itself (a watch in the background).
+	runs []string
 }
 
 type docScenario struct {
@@ -275,10 +283,11 @@ func restartController(ns, name string) docStep {
 	return s
 }
 
-// githubWebhook points an organization webhook at the running controller with the
-// secret a block printed (secretRef) or the placeholder the docs use.
+// githubWebhook points the App's webhook at the running controller with the secret a
+// block printed (secretRef) or the placeholder the docs use, as the quickstart has the
+// user do on the App's settings page.
 func githubWebhook(secretRef string) docStep {
-	return action("point my-org's workflow_job webhook at the controller, with the documented secret", func(t *testing.T, w *docWorld) {
+	return action("point the App's webhook at the controller, with the documented secret", func(t *testing.T, w *docWorld) {
 		secret := w.subst["THE_VALUE_FROM_STEP_2"]
 		if secretRef != "" {
 			secret = strings.TrimSpace(w.out[secretRef])
@@ -286,7 +295,7 @@ func githubWebhook(secretRef string) docStep {
 				t.Fatalf("%s printed no webhook secret", secretRef)
 			}
 		}
-		if _, err := w.sim.CreateHook(simgithub.HookSpec{Org: docOrg, URL: "http://" + w.ctrl.webhook + "/webhook", Secret: secret, Events: []string{"workflow_job"}}); err != nil {
+		if _, err := w.sim.SetAppWebhook(w.app.ID, "http://"+w.ctrl.webhook+"/webhook", secret); err != nil {
 			t.Fatal(err)
 		}
 	})
