@@ -58,8 +58,10 @@ func TestChoosePlatform(t *testing.T) {
 		wantIn string // in the message
 	}{
 		{
-			name:  "the template pins both: the nodes are not asked",
-			pod:   func(p *corev1.PodSpec) { p.NodeSelector = map[string]string{v1alpha1.NodeLabelOS: "linux", v1alpha1.NodeLabelArch: "arm64"} },
+			name: "the template pins both: the nodes are not asked",
+			pod: func(p *corev1.PodSpec) {
+				p.NodeSelector = map[string]string{v1alpha1.NodeLabelOS: "linux", v1alpha1.NodeLabelArch: "arm64"}
+			},
 			nodes: []corev1.Node{node("a", "linux", "amd64")},
 			want:  v1alpha1.PlatformStatus{OS: "linux", Arch: "arm64", Source: v1alpha1.PlatformFromTemplate}, wantIn: "the template pins linux/arm64",
 		},
@@ -74,9 +76,9 @@ func TestChoosePlatform(t *testing.T) {
 			want:  v1alpha1.PlatformStatus{OS: "linux", Arch: "amd64", Source: v1alpha1.PlatformFromNodes},
 		},
 		{
-			name:  "a mixed cluster: amd64 preferred, however few, and the message says how to choose",
-			nodes: []corev1.Node{node("a", "linux", "amd64"), node("b", "linux", "arm64"), node("c", "linux", "arm64")},
-			want:  v1alpha1.PlatformStatus{OS: "linux", Arch: "amd64", Source: v1alpha1.PlatformFromNodes},
+			name:   "a mixed cluster: amd64 preferred, however few, and the message says how to choose",
+			nodes:  []corev1.Node{node("a", "linux", "amd64"), node("b", "linux", "arm64"), node("c", "linux", "arm64")},
+			want:   v1alpha1.PlatformStatus{OS: "linux", Arch: "amd64", Source: v1alpha1.PlatformFromNodes},
 			wantIn: "several architectures (amd64: 1, arm64: 2): amd64 chosen; set template.spec.nodeSelector kubernetes.io/arch to choose",
 		},
 		{
@@ -85,8 +87,8 @@ func TestChoosePlatform(t *testing.T) {
 			want:  v1alpha1.PlatformStatus{OS: "linux", Arch: "arm64", Source: v1alpha1.PlatformFromNodes}, wantIn: "arm: 1, arm64: 2",
 		},
 		{
-			name:  "no node: Default linux/amd64, read again later",
-			want:  v1alpha1.PlatformStatus{OS: "linux", Arch: "amd64", Source: v1alpha1.PlatformDefault}, wantIn: "no Ready node",
+			name: "no node: Default linux/amd64, read again later",
+			want: v1alpha1.PlatformStatus{OS: "linux", Arch: "amd64", Source: v1alpha1.PlatformDefault}, wantIn: "no Ready node",
 		},
 		{
 			name: "nodes the pods cannot go to do not count: NotReady, cordoned, tainted, another pool's, an unknown architecture",
@@ -138,9 +140,9 @@ func TestChoosePlatform(t *testing.T) {
 			want:  v1alpha1.PlatformStatus{OS: "windows", Arch: "amd64", Source: v1alpha1.PlatformFromNodes},
 		},
 		{
-			name:  "linux and windows nodes, neither pinned: linux, and the message says so",
-			nodes: []corev1.Node{node("a", "windows", "amd64"), node("b", "windows", "amd64"), node("c", "linux", "arm64")},
-			want:  v1alpha1.PlatformStatus{OS: "linux", Arch: "arm64", Source: v1alpha1.PlatformFromNodes},
+			name:   "linux and windows nodes, neither pinned: linux, and the message says so",
+			nodes:  []corev1.Node{node("a", "windows", "amd64"), node("b", "windows", "amd64"), node("c", "linux", "arm64")},
+			want:   v1alpha1.PlatformStatus{OS: "linux", Arch: "arm64", Source: v1alpha1.PlatformFromNodes},
 			wantIn: "several operating systems (linux: 1, windows: 2): linux chosen",
 		},
 	}
