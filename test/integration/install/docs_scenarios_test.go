@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -66,6 +67,7 @@ var docScenarios = []docScenario{{
 		block(quickstart + "hello-workflow"),
 		watchWhile(quickstart+"watch", []string{"POOL", "linux-x64-"},
 			workflowGetsRunner(quickstart+"hello-workflow", "ci", "linux-x64")),
+		runnerPodAsShown("docs/runnerpool.md#restricted-defaults", "ci", "linux-x64"),
 		block(doctorDoc + "doctor"),
 		outputHas(doctorDoc+"doctor", "✓  last workflow_job delivery", "takes the job", `"pool"`),
 		crdsFromAnOlderRelease(),
@@ -562,4 +564,35 @@ func (s *syncBuffer) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Len()
+}
+
+// runnerPodAsShown compares a runner pod of pool ns/pool, whose template says nothing
+// about security, with the security settings the block ref shows: the pod's
+// securityContext, and every container's and init container's.
+func runnerPodAsShown(ref, ns, pool string) docStep {
+	st := action("compare a runner pod of "+ns+"/"+pool+" with "+ref, func(t *testing.T, w *docWorld) {
+		b, ok := w.blocks[ref]
+		if !ok {
+			t.Fatalf("no doc marks a block %s", ref)
+		}
+		var shown corev1.Pod
+		if err := yaml.Unmarshal([]byte(b.body), &shown); err != nil || shown.Spec.SecurityContext == nil || len(shown.Spec.Containers) != 1 {
+			t.Fatalf("%s: want a pod securityContext and one container's: %v", b.where(), err)
+		}
+		var pods corev1.PodList
+		if err := w.cluster.c.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelPool: pool}); err != nil || len(pods.Items) == 0 {
+			t.Fatalf("no runner pod of %s/%s: %v", ns, pool, err)
+		}
+		pod := pods.Items[0]
+		if diff := cmp.Diff(shown.Spec.SecurityContext, pod.Spec.SecurityContext); diff != "" {
+			t.Errorf("%s: pod securityContext (-shown +runner pod %s):\n%s", b.where(), pod.Name, diff)
+		}
+		for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+			if diff := cmp.Diff(shown.Spec.Containers[0].SecurityContext, c.SecurityContext); diff != "" {
+				t.Errorf("%s: container %s securityContext (-shown +runner pod %s):\n%s", b.where(), c.Name, pod.Name, diff)
+			}
+		}
+	})
+	st.runs = []string{ref}
+	return st
 }
