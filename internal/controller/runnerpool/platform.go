@@ -24,6 +24,9 @@ import (
 // can run on (status.platform Default): nodes are not watched.
 const platformRecheck = time.Minute
 
+// maxPlatformMessage is status.platform.message's MaxLength.
+const maxPlatformMessage = 1024
+
 // platformReads remembers when each pool last read the nodes.
 type platformReads struct {
 	mu   sync.Mutex
@@ -99,6 +102,9 @@ func (r *Reconciler) platform(ctx context.Context, st *state) (reconcile.Result,
 		}
 	}
 	next.ObservedGeneration = pool.Generation
+	if len(next.Message) > maxPlatformMessage {
+		next.Message = next.Message[:maxPlatformMessage-len("…")] + "…"
+	}
 	if equality.Semantic.DeepEqual(cur, &next) {
 		return res, nil
 	}
