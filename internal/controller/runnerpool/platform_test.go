@@ -32,7 +32,7 @@ func node(name, os, arch string, mutate ...func(*corev1.Node)) corev1.Node {
 	return n
 }
 
-func labelled(k, v string) func(*corev1.Node) { return func(n *corev1.Node) { n.Labels[k] = v } }
+func labeled(k, v string) func(*corev1.Node) { return func(n *corev1.Node) { n.Labels[k] = v } }
 
 func tainted(key string, effect corev1.TaintEffect) func(*corev1.Node) {
 	return func(n *corev1.Node) {
@@ -94,12 +94,12 @@ func TestChoosePlatform(t *testing.T) {
 			name: "nodes the pods cannot go to do not count: NotReady, cordoned, tainted, another pool's, an unknown architecture",
 			pod:  func(p *corev1.PodSpec) { p.NodeSelector = map[string]string{"pool": "ci"} },
 			nodes: []corev1.Node{
-				node("ready", "linux", "arm64", labelled("pool", "ci")),
-				node("notready", "linux", "amd64", labelled("pool", "ci"), notReady),
-				node("cordoned", "linux", "amd64", labelled("pool", "ci"), cordoned),
-				node("tainted", "linux", "amd64", labelled("pool", "ci"), tainted("dedicated", corev1.TaintEffectNoSchedule)),
-				node("other", "linux", "amd64", labelled("pool", "web")),
-				node("s390x", "linux", "s390x", labelled("pool", "ci")),
+				node("ready", "linux", "arm64", labeled("pool", "ci")),
+				node("notready", "linux", "amd64", labeled("pool", "ci"), notReady),
+				node("cordoned", "linux", "amd64", labeled("pool", "ci"), cordoned),
+				node("tainted", "linux", "amd64", labeled("pool", "ci"), tainted("dedicated", corev1.TaintEffectNoSchedule)),
+				node("other", "linux", "amd64", labeled("pool", "web")),
+				node("s390x", "linux", "s390x", labeled("pool", "ci")),
 			},
 			want: v1alpha1.PlatformStatus{OS: "linux", Arch: "arm64", Source: v1alpha1.PlatformFromNodes}, wantIn: "the 1 Ready node(s)",
 		},
