@@ -53,10 +53,12 @@ verify: generate ## Regenerate and fail if anything checked in is stale; check f
 	cd hack/helm && $(GO) mod tidy
 	cd hack/actionlint && $(GO) mod tidy
 	cd hack/goreleaser && $(GO) mod tidy
+	cd hack/sbom && $(GO) mod tidy
+	cd hack/cosign && $(GO) mod tidy
 	@if [ -n "$$(gofmt -l $$(git ls-files '*.go'))" ]; then echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; fi
-	@if [ -n "$$(git status --porcelain -- api config docs/reference go.mod go.sum hack/tools hack/helm hack/actionlint hack/goreleaser charts/gantry/crds charts/gantry/files)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config docs/reference go.mod go.sum hack/tools hack/helm hack/actionlint hack/goreleaser hack/sbom hack/cosign charts/gantry/crds charts/gantry/files)" ]; then \
 		echo "Generated files or go.mod are out of date; run 'make generate' and 'go mod tidy' and commit:"; \
-		git status --porcelain -- api config docs/reference go.mod go.sum hack/tools hack/helm hack/actionlint hack/goreleaser charts/gantry/crds charts/gantry/files; git diff --stat; exit 1; fi
+		git status --porcelain -- api config docs/reference go.mod go.sum hack/tools hack/helm hack/actionlint hack/goreleaser hack/sbom hack/cosign charts/gantry/crds charts/gantry/files; git diff --stat; exit 1; fi
 	@echo "verify: generated files are current"
 
 .PHONY: lint

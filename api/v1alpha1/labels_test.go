@@ -14,6 +14,8 @@ func TestRunnerLabelsAndPlatform(t *testing.T) {
 		os           corev1.OSName
 		labels       []string
 		noDefaults   bool
+		affinity     *corev1.Affinity
+		status       *PlatformStatus
 		wantLabels   []string
 		// wantSelector is the pod's nodeSelector after PinPlatform.
 		wantSelector map[string]string
@@ -72,6 +74,33 @@ func TestRunnerLabelsAndPlatform(t *testing.T) {
 			wantSelector: map[string]string{NodeLabelOS: "linux", NodeLabelArch: "s390x"},
 		},
 		{
+			name:         "status.platform (read from the nodes) stands for what the template leaves open",
+			status:       &PlatformStatus{OS: "linux", Arch: "arm64", Source: PlatformFromNodes},
+			wantLabels:   []string{"self-hosted", "linux", "ARM64"},
+			wantSelector: map[string]string{NodeLabelOS: "linux", NodeLabelArch: "arm64"},
+		},
+		{
+			name:         "the template's nodeSelector wins over status.platform",
+			nodeSelector: map[string]string{NodeLabelArch: "amd64"},
+			status:       &PlatformStatus{OS: "linux", Arch: "arm64", Source: PlatformFromNodes},
+			wantLabels:   []string{"self-hosted", "linux", "x64"},
+			wantSelector: map[string]string{NodeLabelOS: "linux", NodeLabelArch: "amd64"},
+		},
+		{
+			name:         "a required node affinity allowing one architecture pins it",
+			affinity:     requiredAffinity(corev1.NodeSelectorRequirement{Key: NodeLabelArch, Operator: corev1.NodeSelectorOpIn, Values: []string{"arm64"}}),
+			status:       &PlatformStatus{OS: "linux", Arch: "amd64", Source: PlatformDefault},
+			wantLabels:   []string{"self-hosted", "linux", "ARM64"},
+			wantSelector: map[string]string{NodeLabelOS: "linux", NodeLabelArch: "arm64"},
+		},
+		{
+			name:         "a required node affinity allowing two architectures pins neither: status.platform chooses",
+			affinity:     requiredAffinity(corev1.NodeSelectorRequirement{Key: NodeLabelArch, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64", "arm64"}}),
+			status:       &PlatformStatus{OS: "linux", Arch: "arm64", Source: PlatformFromNodes},
+			wantLabels:   []string{"self-hosted", "linux", "ARM64"},
+			wantSelector: map[string]string{NodeLabelOS: "linux", NodeLabelArch: "arm64"},
+		},
+		{
 			name:         "noDefaultLabels: only the pool's labels, the pod left as written",
 			noDefaults:   true,
 			labels:       []string{"gpu", "self-hosted"},
@@ -89,21 +118,66 @@ func TestRunnerLabelsAndPlatform(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			spec := RunnerPoolSpec{Labels: tt.labels, NoDefaultLabels: tt.noDefaults}
+			pool := &RunnerPool{Spec: RunnerPoolSpec{Labels: tt.labels, NoDefaultLabels: tt.noDefaults}}
+			spec := &pool.Spec
 			spec.Template.Spec.NodeSelector = tt.nodeSelector
+			spec.Template.Spec.Affinity = tt.affinity
 			if tt.os != "" {
 				spec.Template.Spec.OS = &corev1.PodOS{Name: tt.os}
 			}
-			if diff := cmp.Diff(tt.wantLabels, spec.RunnerLabels()); diff != "" {
+			pool.Status.Platform = tt.status
+			if diff := cmp.Diff(tt.wantLabels, pool.RunnerLabels()); diff != "" {
 				t.Errorf("RunnerLabels() (-want +got):\n%s", diff)
 			}
 			pod := spec.Template.Spec.DeepCopy()
-			spec.PinPlatform(pod)
+			pool.PinPlatform(pod)
 			if diff := cmp.Diff(tt.wantSelector, pod.NodeSelector); diff != "" {
 				t.Errorf("nodeSelector after PinPlatform (-want +got):\n%s", diff)
 			}
 			if tt.nodeSelector != nil && len(spec.Template.Spec.NodeSelector) != len(tt.nodeSelector) {
 				t.Errorf("PinPlatform changed the pool's template: %v", spec.Template.Spec.NodeSelector)
+			}
+		})
+	}
+}
+
+func requiredAffinity(reqs ...corev1.NodeSelectorRequirement) *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: reqs}},
+	}}}
+}
+
+func TestTemplatePlatform(t *testing.T) {
+	in := func(key string, values ...string) corev1.NodeSelectorRequirement {
+		return corev1.NodeSelectorRequirement{Key: key, Operator: corev1.NodeSelectorOpIn, Values: values}
+	}
+	tests := []struct {
+		name     string
+		pod      corev1.PodSpec
+		wantOS   string
+		wantArch string
+	}{
+		{name: "nothing pinned"},
+		{name: "nodeSelector", pod: corev1.PodSpec{NodeSelector: map[string]string{NodeLabelOS: "linux", NodeLabelArch: "arm64"}}, wantOS: "linux", wantArch: "arm64"},
+		{name: "spec.os.name", pod: corev1.PodSpec{OS: &corev1.PodOS{Name: corev1.Windows}}, wantOS: "windows"},
+		{name: "affinity, one value each", pod: corev1.PodSpec{Affinity: requiredAffinity(in(NodeLabelOS, "linux"), in(NodeLabelArch, "arm64"))}, wantOS: "linux", wantArch: "arm64"},
+		{name: "affinity allowing two values pins nothing", pod: corev1.PodSpec{Affinity: requiredAffinity(in(NodeLabelArch, "amd64", "arm64"))}},
+		{name: "affinity NotIn pins nothing", pod: corev1.PodSpec{Affinity: requiredAffinity(corev1.NodeSelectorRequirement{Key: NodeLabelArch, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"amd64"}})}},
+		{name: "affinity terms naming different values pin nothing", pod: corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{in(NodeLabelArch, "amd64")}}, {MatchExpressions: []corev1.NodeSelectorRequirement{in(NodeLabelArch, "arm64")}}},
+		}}}}},
+		{name: "affinity terms naming the same value pin it", pod: corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{in(NodeLabelArch, "arm64"), in("pool", "a")}}, {MatchExpressions: []corev1.NodeSelectorRequirement{in(NodeLabelArch, "arm64")}}},
+		}}}}, wantArch: "arm64"},
+		{name: "nodeSelector wins over affinity", pod: corev1.PodSpec{NodeSelector: map[string]string{NodeLabelArch: "amd64"}, Affinity: requiredAffinity(in(NodeLabelArch, "arm64"))}, wantArch: "amd64"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := RunnerPoolSpec{}
+			spec.Template.Spec = tt.pod
+			os, arch := spec.TemplatePlatform()
+			if diff := cmp.Diff([]string{tt.wantOS, tt.wantArch}, []string{os, arch}); diff != "" {
+				t.Errorf("TemplatePlatform() os, arch (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -182,8 +182,10 @@ type RunnerPoolSpec struct {
 	// labels are the runner's custom labels. Each runner registers them after its
 	// default labels: self-hosted, its operating system (linux, windows or macOS) and its
 	// architecture (x64, ARM64 or ARM), read from the template's kubernetes.io/os and
-	// kubernetes.io/arch nodeSelector and spec.os.name, and linux and x64 where the
-	// template pins neither (the pod is then pinned there). A job lands in this pool
+	// kubernetes.io/arch nodeSelector, spec.os.name or a required node affinity allowing
+	// one value; what the template leaves open is read from the Ready nodes its pods can
+	// be scheduled on (one architecture: that one; several: amd64; none: linux and x64),
+	// recorded in status.platform, and the pod is pinned there. A job lands in this pool
 	// when every label of its runs-on, compared case-insensitively, is one the runner
 	// registers. Each label is 1 to 256 characters with no comma, no control character
 	// and no space at either end (GitHub splits labels on commas and trims them), and no
@@ -331,6 +333,12 @@ type RunnerPoolStatus struct {
 	// +optional
 	Warm *WarmStatus `json:"warm,omitempty"`
 
+	// platform is the operating system and architecture the pool's runner pods are
+	// pinned to and register as labels (linux/x64, linux/ARM64, …), and where they come
+	// from: the template, the cluster's nodes, or the default.
+	// +optional
+	Platform *PlatformStatus `json:"platform,omitempty"`
+
 	// scaleSet is the pool's runner scale set and message session (demand.source
 	// ScaleSet only).
 	// +optional
@@ -379,6 +387,7 @@ type RepositoryActivity struct {
 // +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.failedRunners`,description="Failed runners kept visible for a while; not counted against maxRunners"
 // +kubebuilder:printcolumn:name="Outdated",type=integer,JSONPath=`.status.outdatedRunners`,priority=1,description="Runners made from an older template: idle and pending ones are being replaced, busy ones finish their job first"
 // +kubebuilder:printcolumn:name="Warm",type=integer,JSONPath=`.status.warm.minIdle`,priority=1,description="The idle floor in force: spec.minIdle, raised by an open window of spec.warm.schedules or by the prediction"
+// +kubebuilder:printcolumn:name="Arch",type=string,JSONPath=`.status.platform.arch`,priority=1,description="The architecture the runner pods are pinned to and register (status.platform)"
 // +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxRunners`,description="The most runners alive at once (spec.maxRunners)"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Whether the pool's configuration and credentials work"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1,description="The Ready condition's reason"

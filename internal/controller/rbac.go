@@ -45,6 +45,10 @@
 //     containerMode.namespace: get) and deleted with its pool (list, by label); its
 //     RoleBinding is read fresh (get) to tell a ready slot. A slot idle ten minutes
 //     is deleted, ServiceAccount (delete) and namespace.
+//   - Nodes are listed (list, uncached, not watched) when a pool's template leaves the
+//     runners' OS or architecture open: status.platform is read from the Ready nodes
+//     its pods can be scheduled on (runnerpool/platform.go). Without this right (a
+//     namespaced install) the pool takes linux/amd64 and status.platform says why.
 //   - NetworkPolicies: the runner policy (internal/controller/netpol) is cached (list,
 //     watch: only Gantry's, by label), written by server-side apply (patch; create
 //     the first time) in every namespace that holds pools, and deleted with the last
@@ -64,7 +68,8 @@ package controller
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=gantry-container-hook
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;list
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=list;watch;create;patch;delete
-// +kubebuilder:rbac:groups="",resources=persistentvolumes;nodes,verbs=get
+// +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update

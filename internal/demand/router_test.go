@@ -10,14 +10,14 @@ func key(name string) PoolKey { return PoolKey{Namespace: "ci", Name: name} }
 
 // registered is what a pool's runners register: the labels the router matches.
 func registered(labels ...string) []string {
-	spec := v1alpha1.RunnerPoolSpec{Labels: labels}
-	return spec.RunnerLabels()
+	pool := v1alpha1.RunnerPool{Spec: v1alpha1.RunnerPoolSpec{Labels: labels}}
+	return pool.RunnerLabels()
 }
 
 func TestRouterRule(t *testing.T) {
-	arm := v1alpha1.RunnerPoolSpec{Labels: []string{"big"}}
-	arm.Template.Spec.NodeSelector = map[string]string{v1alpha1.NodeLabelArch: "arm64"}
-	bare := v1alpha1.RunnerPoolSpec{Labels: []string{"secure"}, NoDefaultLabels: true}
+	arm := v1alpha1.RunnerPool{Spec: v1alpha1.RunnerPoolSpec{Labels: []string{"big"}}}
+	arm.Spec.Template.Spec.NodeSelector = map[string]string{v1alpha1.NodeLabelArch: "arm64"}
+	bare := v1alpha1.RunnerPool{Spec: v1alpha1.RunnerPoolSpec{Labels: []string{"secure"}, NoDefaultLabels: true}}
 	pools := []Pool{
 		{Key: key("org-linux"), Kind: ScopeOrganization, Host: "github.com", Owner: "acme", Labels: registered()},
 		{Key: key("org-gpu"), Kind: ScopeOrganization, Host: "github.com", Owner: "acme", Labels: registered("gpu")},

@@ -144,7 +144,7 @@ func buildPod(runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) *corev1.Pod {
 	// One job, then the pod is done: never restart the runner in place.
 	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 	// The runner registers the OS and architecture labels: run it where they are true.
-	pool.Spec.PinPlatform(&pod.Spec)
+	pool.PinPlatform(&pod.Spec)
 	// Each cache the containers mount by name: the volume the runner claimed, or an
 	// emptyDir when it starts without one (cache.go).
 	pod.Spec.Volumes = append(pod.Spec.Volumes, cacheVolumes(runner, pool)...)
@@ -241,7 +241,7 @@ func tokenEnv(runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) []corev1.EnvVa
 		secretEnv(EnvRunnerToken, runner.Name, RegistrationTokenKey),
 		{Name: EnvRunnerURL, Value: strings.TrimRight(pool.Spec.GitHub.URL, "/")},
 		{Name: EnvRunnerName, Value: runner.Name},
-		{Name: EnvRunnerLabels, Value: strings.Join(pool.Spec.RunnerLabels(), ",")},
+		{Name: EnvRunnerLabels, Value: strings.Join(pool.RunnerLabels(), ",")},
 		{Name: EnvRunnerGroup, Value: pool.Spec.GitHub.RunnerGroup},
 		{Name: EnvRunnerEphemeral, Value: "true"},
 	}

@@ -102,7 +102,7 @@ func (r *Reconciler) checkStuck(ctx context.Context, s *scope, hasJob bool) (han
 		}
 	}
 	if v.reason == v1alpha1.ReasonUnschedulable {
-		msg += platformHint(&s.pool.Spec)
+		msg += platformHint(s.pool)
 	}
 	res, done, err = r.fail(ctx, s, v.reason, msg)
 	return true, res, done, err
@@ -355,15 +355,20 @@ func ranBefore(s *scope, hasJob bool) bool {
 }
 
 // platformHint names the architecture pin Gantry added where the template names none
-// (PinPlatform: amd64 by default). On a cluster without amd64 nodes that pin alone
-// keeps every runner pod Unschedulable, and the scheduler's message ("didn't match
-// Pod's node affinity/selector") does not say which selector or why.
-func platformHint(spec *v1alpha1.RunnerPoolSpec) string {
-	if spec.NoDefaultLabels || spec.Template.Spec.NodeSelector[v1alpha1.NodeLabelArch] != "" {
+// (PinPlatform): the one status.platform recorded, read from the cluster's nodes, or
+// amd64 where none was seen. Where the nodes of that architecture are full, tainted
+// or gone, that pin alone keeps every runner pod Unschedulable, and the scheduler's
+// message ("didn't match Pod's node affinity/selector") does not say which selector or why.
+func platformHint(pool *v1alpha1.RunnerPool) string {
+	if _, arch := pool.Spec.TemplatePlatform(); pool.Spec.NoDefaultLabels || arch != "" {
 		return ""
 	}
-	_, arch := spec.Platform()
-	return fmt.Sprintf("; the template names no %s nodeSelector, so Gantry pinned the pod to %s=%s (the architecture its runner registers):"+
-		" on nodes of another architecture set template.spec.nodeSelector %s, e.g. arm64 (the runners then register ARM64)",
-		v1alpha1.NodeLabelArch, v1alpha1.NodeLabelArch, arch, v1alpha1.NodeLabelArch)
+	_, arch := pool.Platform()
+	why := "no node was seen to read it from, so amd64 is assumed"
+	if st := pool.Status.Platform; st != nil && st.Source == v1alpha1.PlatformFromNodes && st.Message != "" {
+		why = st.Message
+	}
+	return fmt.Sprintf("; the template names no %s, so Gantry pinned the pod to %s=%s (the architecture its runner registers; %s):"+
+		" to run elsewhere set template.spec.nodeSelector %s, e.g. arm64 (the runners then register ARM64)",
+		v1alpha1.NodeLabelArch, v1alpha1.NodeLabelArch, arch, why, v1alpha1.NodeLabelArch)
 }

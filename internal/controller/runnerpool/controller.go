@@ -5,6 +5,7 @@
 //	controller.go  Reconcile: get, drain, finalizer, then the phases in order, their
 //	               requeues merged by one rule (controller.LowestNonZeroResult):
 //	credentials.go   holdCredentials: the credentials Secret held while the pool uses it
+//	platform.go      platform: the OS and architecture runners are pinned to and register
 //	follow.go        follow: configuration, idle floor, Router and demand source told
 //	observe.go       observe: runners counted, demand read once, desired computed
 //	scale.go         scale: creation with expectations, victim choice
@@ -49,7 +50,8 @@ const Finalizer = "gantry.dev/pool-drain"
 // Reconciler reconciles RunnerPools.
 type Reconciler struct {
 	Client client.Client
-	// APIReader reads credentials Secrets, which the cache does not hold.
+	// APIReader reads credentials Secrets and lists nodes (platform.go), which the cache
+	// does not hold.
 	APIReader client.Reader
 	// Births is told of each Runner created (shared with the Runner reconciler); nil:
 	// not told.
@@ -76,6 +78,7 @@ type Reconciler struct {
 	routedMu      sync.Mutex
 	routed        map[types.NamespacedName]demand.Pool
 	statusWrites  statusWrites
+	platformReads platformReads
 }
 
 // Reconcile scales one pool: get it, drain it when deleted, ensure the finalizer, then
@@ -112,6 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	var errs []error
 	for _, phase := range []func(context.Context, *state) (reconcile.Result, error){
 		r.holdCredentials,
+		r.platform,
 		r.follow,
 		r.observe,
 		r.scale,
@@ -135,6 +139,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.unroute(key)
 	r.Sources.Forget(key)
 	r.statusWrites.forget(key)
+	r.platformReads.forget(key)
 	r.Failures.Forget(key)
 	r.Warm.Forget(key)
 	forgetMetrics(key)
@@ -221,7 +226,7 @@ func RouterPool(pool *v1alpha1.RunnerPool) (demand.Pool, error) {
 	}
 	p := demand.Pool{
 		Key: types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}, Host: sc.Host,
-		Owner: sc.Owner, Repo: sc.Repo, Enterprise: sc.Enterprise, Labels: pool.Spec.RunnerLabels(),
+		Owner: sc.Owner, Repo: sc.Repo, Enterprise: sc.Enterprise, Labels: pool.RunnerLabels(),
 		External: pool.UsesScaleSet(),
 	}
 	if pool.UsesScaleSet() {

@@ -49,6 +49,10 @@ type state struct {
 	// floor is the idle floor in force and why (warm.go).
 	floor warmFloor
 
+	// platformChanged: status.platform changed in this pass; runners are created once it
+	// is stored (platform.go).
+	platformChanged bool
+
 	configErr error
 	// unavailable: the pool's access could not be checked (Ready is False), but runners
 	// are created all the same.
@@ -135,6 +139,9 @@ func (r *Reconciler) scale(ctx context.Context, s *state) (reconcile.Result, err
 		if s.configBroken() {
 			// Reported in the pool's conditions; the pool's owner must act.
 			return reconcile.Result{RequeueAfter: time.Minute}, nil
+		}
+		if s.platformChanged {
+			return reconcile.Result{RequeueAfter: 10 * time.Millisecond}, nil
 		}
 		if !s.failures.Until.IsZero() {
 			s.backoff = s.failures.Until

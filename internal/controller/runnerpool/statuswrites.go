@@ -67,7 +67,8 @@ func (w *statusWrites) forget(key types.NamespacedName) {
 // the counts, the statistics and the timestamps of the scale set, the conditions'
 // messages (which quote counts) and ScalingUp and ScalingDown, which follow the counts —
 // not in the status or reason of Ready, Degraded or ScaleSetSession, the observed
-// generation, the template hash, the idle floor in force or the scale set's session (state and id).
+// generation, the template hash, the idle floor in force, the platform or the scale set's session
+// (state and id).
 func onlyCountsChanged(a, b *v1alpha1.RunnerPoolStatus) bool {
 	if a.ObservedGeneration != b.ObservedGeneration || a.TemplateHash != b.TemplateHash || len(a.Conditions) != len(b.Conditions) {
 		return false
@@ -89,6 +90,9 @@ func onlyCountsChanged(a, b *v1alpha1.RunnerPoolStatus) bool {
 	}
 	if a.Warm != nil && (a.Warm.MinIdle != b.Warm.MinIdle || a.Warm.Source != b.Warm.Source || a.Warm.Schedule != b.Warm.Schedule) {
 		return false
+	}
+	if !equality.Semantic.DeepEqual(a.Platform, b.Platform) {
+		return false // the labels runners are made with follow it
 	}
 	if (a.ScaleSet == nil) != (b.ScaleSet == nil) {
 		return false

@@ -286,7 +286,7 @@ func (c poolConfig) equal(o poolConfig) bool {
 func scaleSetLabels(pool *v1alpha1.RunnerPool) []string {
 	out := []string{pool.ScaleSetName()}
 	seen := map[string]bool{strings.ToLower(out[0]): true}
-	for _, l := range pool.Spec.RunnerLabels() {
+	for _, l := range pool.RunnerLabels() {
 		if !seen[strings.ToLower(l)] {
 			seen[strings.ToLower(l)] = true
 			out = append(out, l)

@@ -61,7 +61,7 @@ func (w *Webhook) Register(ctx context.Context, pool *v1alpha1.RunnerPool, name 
 		return Registration{}, fmt.Errorf("resolving runner group %q: %w", pool.Spec.GitHub.RunnerGroup, err)
 	}
 	log.FromContext(ctx).V(1).Info("Registering runner with GitHub", "scope", sc.String())
-	jit, err := gh.GenerateJITConfig(ctx, sc, github.JITConfigRequest{Name: name, RunnerGroupID: group, Labels: pool.Spec.RunnerLabels()})
+	jit, err := gh.GenerateJITConfig(ctx, sc, github.JITConfigRequest{Name: name, RunnerGroupID: group, Labels: pool.RunnerLabels()})
 	if err != nil {
 		return Registration{}, fmt.Errorf("generating the JIT configuration: %w", err)
 	}

@@ -144,6 +144,26 @@ func (s *Sim) CreateApp(spec AppSpec) (App, error) {
 	return out, nil
 }
 
+// SetAppWebhook sets a GitHub App's webhook (its URL and secret), as its owner does on
+// the App's settings page: the App's installations' events go there from now on.
+func (s *Sim) SetAppWebhook(appID int64, url, secret string) (hookID int64, err error) {
+	if url == "" {
+		return 0, errorf(http.StatusUnprocessableEntity, "url is required")
+	}
+	s.lock()
+	defer s.unlock()
+	a := s.st.apps[appID]
+	if a == nil {
+		return 0, errorf(http.StatusNotFound, "app %d not found", appID)
+	}
+	if a.hook == nil {
+		a.hook = &hook{id: s.st.newID(), app: a, created: s.now()}
+		s.st.hooks[a.hook.id] = a.hook
+	}
+	a.hook.url, a.hook.secret = url, secret
+	return a.hook.id, nil
+}
+
 // CreateInstallation installs an App on an organization.
 func (s *Sim) CreateInstallation(spec InstallationSpec) (Installation, error) {
 	s.lock()

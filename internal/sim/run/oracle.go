@@ -188,7 +188,7 @@ func (o *oracle) serve(ctx context.Context, id int64) {
 // generateJIT is one POST generate-jitconfig, as Gantry's GitHub client makes it.
 func (o *oracle) generateJIT(ctx context.Context, name string) (string, error) {
 	body, err := json.Marshal(map[string]any{
-		"name": name, "runner_group_id": 1, "labels": o.pool.Spec.RunnerLabels(), "work_folder": "_work",
+		"name": name, "runner_group_id": 1, "labels": o.pool.RunnerLabels(), "work_folder": "_work",
 	})
 	if err != nil {
 		return "", err

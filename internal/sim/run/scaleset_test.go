@@ -112,7 +112,7 @@ func TestParseDemandSource(t *testing.T) {
 // scaleSetLabels are the labels the controller creates a pool's scale set with: its
 // name, then the labels its runners register.
 func scaleSetLabels(pool *v1alpha1.RunnerPool) []string {
-	return append([]string{pool.ScaleSetName()}, pool.Spec.RunnerLabels()...)
+	return append([]string{pool.ScaleSetName()}, pool.RunnerLabels()...)
 }
 
 // Every job any scenario (or the sample trace's replay) queues has its runs-on labels

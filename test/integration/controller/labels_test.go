@@ -1,11 +1,13 @@
 package controller
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -188,4 +190,70 @@ func jobStatus(w *world, id int64) string {
 		}
 	}
 	return ""
+}
+
+// A pool whose template names no architecture, whose pods can go only to arm64 nodes,
+// registers its runners ARM64 and pins their pods to arm64: a [self-hosted, linux, ARM64]
+// job runs there, and status.platform says the nodes chose it. The node is tainted and
+// selected by this test's namespace, so that the pools of other tests do not see it.
+func TestPoolOnArm64NodesRegistersARM64(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "arm64-" + w.ns, Labels: map[string]string{
+		v1alpha1.NodeLabelOS: "linux", v1alpha1.NodeLabelArch: "arm64", "gantry.dev/test-pool": w.ns,
+	}}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "gantry.dev/test-pool", Value: w.ns, Effect: corev1.TaintEffectNoSchedule}}}}
+	w.create(node)
+	t.Cleanup(func() { _ = w.c.Delete(context.Background(), node) })
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	if err := w.c.Status().Update(w.ctx(), node); err != nil {
+		t.Fatal(err)
+	}
+	// The API server tainted the new node not-ready; the node lifecycle controller, which
+	// envtest does not run, lifts that taint from a Ready node.
+	node.Spec.Taints = node.Spec.Taints[:1]
+	if err := w.c.Update(w.ctx(), node); err != nil {
+		t.Fatal(err)
+	}
+	pool := testutil.RunnerPool(w.ns, "arm").URL(w.simURL + "/acme").Credentials("github-creds").Labels().MaxRunners(5).Obj()
+	pool.Spec.Template.Spec.NodeSelector = map[string]string{"gantry.dev/test-pool": w.ns}
+	pool.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "gantry.dev/test-pool", Operator: corev1.TolerationOpEqual, Value: w.ns, Effect: corev1.TaintEffectNoSchedule}}
+	w.create(pool)
+	job, err := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/api", Labels: []string{"self-hosted", "linux", "ARM64"}, Duration: simgithub.Duration(50 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rn v1alpha1.Runner
+	w.eventually("a registered runner with a pod", func() (bool, error) {
+		rs := w.runners("arm")
+		if len(rs) != 1 || !w.hasPod(rs[0].Name) {
+			return false, nil
+		}
+		rn = rs[0]
+		return true, nil
+	})
+	st := w.getPool("arm").Status.Platform
+	if st == nil || st.Arch != "arm64" || st.OS != "linux" || st.Source != v1alpha1.PlatformFromNodes || !strings.Contains(st.Message, "linux/arm64") {
+		t.Errorf("status.platform %+v, want linux/arm64 from the nodes", st)
+	}
+	pod, err := w.getPod(rn.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSel := map[string]string{v1alpha1.NodeLabelOS: "linux", v1alpha1.NodeLabelArch: "arm64", "gantry.dev/test-pool": w.ns}
+	if diff := cmp.Diff(wantSel, pod.Spec.NodeSelector); diff != "" {
+		t.Errorf("runner pod nodeSelector (-want +got):\n%s", diff)
+	}
+	for _, gr := range w.sim.Runners() {
+		if gr.Name == rn.Name && (!hasLabels(gr.Labels, "self-hosted", "linux", "ARM64") || hasLabels(gr.Labels, "x64")) {
+			t.Errorf("GitHub runner %s registered labels %v, want self-hosted, linux and ARM64, not x64", gr.Name, gr.Labels)
+		}
+	}
+	w.setPodRunning(rn.Name)
+	got, err := w.agent(rn.Name).Run(w.ctx(), runnerapi.RunOptions{PollWait: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("the runner agent: %v", err)
+	}
+	if got.ID != job.ID {
+		t.Errorf("the runner ran job %d, want the [self-hosted, linux, ARM64] job %d", got.ID, job.ID)
+	}
 }

@@ -244,11 +244,11 @@ func TestArm64ExampleShape(t *testing.T) {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(ex.objects[0].Object, &pool, true); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"self-hosted", "linux", "ARM64"}, pool.Spec.RunnerLabels()); diff != "" {
+	if diff := cmp.Diff([]string{"self-hosted", "linux", "ARM64"}, pool.RunnerLabels()); diff != "" {
 		t.Errorf("labels the runners register (-want +got):\n%s", diff)
 	}
 	pod := pool.Spec.Template.Spec.DeepCopy()
-	pool.Spec.PinPlatform(pod)
+	pool.PinPlatform(pod)
 	if got := pod.NodeSelector; got[v1alpha1.NodeLabelArch] != "arm64" || got[v1alpha1.NodeLabelOS] != "linux" {
 		t.Errorf("runner pod nodeSelector %v, want kubernetes.io/arch arm64 and kubernetes.io/os linux", got)
 	}

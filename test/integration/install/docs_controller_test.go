@@ -26,7 +26,8 @@ import (
 // arguments and environment as the API server stores them, as the pod's
 // ServiceAccount. What a pod has and a test process has not is rewritten, and logged:
 // the bind addresses (":8080") become free ports on 127.0.0.1, POD_IP is 127.0.0.1,
-// SSL_CERT_FILE trusts the GitHub simulator's CA. It stops when its Deployment is
+// SSL_CERT_FILE trusts the GitHub simulator's CA (unless the Deployment passes
+// --github-ca-bundle, which must then do it). It stops when its Deployment is
 // deleted, as the pod would.
 type docController struct {
 	t       *testing.T
@@ -102,7 +103,12 @@ func runDeployment(t *testing.T, w *docWorld, ns, name string) *docController {
 	environ := []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + w.home,
 		"KUBECONFIG=" + w.cluster.serviceAccountKubeconfig(t, ns, sa),
-		"SSL_CERT_FILE=" + w.simCA,
+	}
+	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--github-ca-bundle=") }) {
+		// The installed CA bundle alone must make the simulator trusted.
+		t.Logf("controller: no SSL_CERT_FILE: the Deployment passes --github-ca-bundle")
+	} else {
+		environ = append(environ, "SSL_CERT_FILE="+w.simCA)
 	}
 	for _, e := range c.Env {
 		switch {

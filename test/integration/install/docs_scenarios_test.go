@@ -1,23 +1,35 @@
 package install
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 )
 
 var (
@@ -26,10 +38,14 @@ var (
 )
 
 const (
-	quickstart = "docs/quickstart.md#"
-	install    = "docs/install.md#"
-	operations = "docs/operations.md#"
-	chart      = "charts/gantry/README.md#"
+	quickstart      = "docs/quickstart.md#"
+	install         = "docs/install.md#"
+	operations      = "docs/operations.md#"
+	chart           = "charts/gantry/README.md#"
+	containerJobs   = "docs/container-jobs.md#"
+	demandDoc       = "docs/demand.md#"
+	doctorDoc       = "docs/doctor.md#"
+	troubleshooting = "docs/troubleshooting.md#"
 )
 
 // docScenarios are the paths a user takes through the docs, each from an empty
@@ -48,7 +64,12 @@ var docScenarios = []docScenario{{
 		block(quickstart + "pool-apply"),
 		poolReady("ci", "linux-x64"),
 		runnerPolicyIn("ci"),
-		jobGetsRunner("ci"),
+		block(quickstart + "hello-workflow"),
+		watchWhile(quickstart+"watch", []string{"POOL", "linux-x64-"},
+			workflowGetsRunner(quickstart+"hello-workflow", "ci", "linux-x64")),
+		runnerPodAsShown("docs/runnerpool.md#restricted-defaults", "ci", "linux-x64"),
+		block(doctorDoc + "doctor"),
+		outputHas(doctorDoc+"doctor", "✓  last workflow_job delivery", "takes the job", `"pool"`),
 		crdsFromAnOlderRelease(),
 		block(install + "helm-upgrade"),
 		settingsKept("gantry-system", "gantry", "registry.example.com/gantry:v0.1.0"),
@@ -84,9 +105,14 @@ var docScenarios = []docScenario{{
 		ingressAsDocumented(),
 	},
 }, {
-	name: "install with kustomize, upgrade, uninstall",
+	name: "install with kustomize, an overlay of its own and a CA ConfigMap, upgrade, uninstall",
 	steps: []docStep{
 		block(install + "kustomize-install"),
+		block(install + "own-overlay"),
+		block(install + "ingress-apply"), // kubectl apply --server-side -k my-gantry
+		imageIs("gantry-system", "gantry-controller", "registry.example.com/gantry:v0.1.0"),
+		block(install + "ca-kustomize"),
+		caConfigMap("gantry-system", "gantry-github-ca", "ca.crt"),
 		startController("gantry-system", "gantry-controller"),
 		block(quickstart + "app-secret"),
 		block(quickstart + "pool-file"),
@@ -119,6 +145,48 @@ var docScenarios = []docScenario{{
 		poolReady("ci", "linux-x64"),
 		block(chart + "uninstall"),
 		nothingLeft(),
+	},
+}, {
+	name: "install.md with Helm and a GitHub CA bundle, the chart README's Secret, a container-jobs namespace",
+	steps: []docStep{
+		block(install + "helm-install"),
+		block(install + "ca-helm"),
+		caConfigMap("gantry-system", "gantry-github-ca", "ca.crt"),
+		startController("gantry-system", "gantry"), // trusts the simulator through the bundle alone
+		action("create namespace ci, where the chart README's Secret goes", func(t *testing.T, w *docWorld) {
+			if _, stderr, err := w.shell(t, "kubectl create namespace ci"); err != nil {
+				t.Fatalf("%v: %s", err, stderr)
+			}
+		}),
+		block(chart + "app-secret"),
+		block(quickstart + "pool-file"),
+		block(quickstart + "pool-apply"),
+		poolReady("ci", "linux-x64"),
+		block(containerJobs + "jobs-namespace"),
+		namespaceLabeled("ci-jobs", "pod-security.kubernetes.io/enforce", "baseline"),
+	},
+}, {
+	name: "quickstart: a cluster with no public endpoint (scale-set pools, and demand.md's)",
+	steps: []docStep{
+		block(chart + "install-image"),
+		startController("gantry-system", "gantry"),
+		block(quickstart + "app-secret"),
+		block(quickstart + "scaleset-pool"),
+		block(quickstart + "scaleset-apply"),
+		scaleSetActive("ci", "gantry-linux"),
+		block(troubleshooting + "scaleset-status"),
+		outputHas(troubleshooting+"scaleset-status", `"session":"Active"`, `"type":"ScaleSetSession"`, `"status":"True"`),
+		block(quickstart + "scaleset-workflow"),
+		workflowGetsRunner(quickstart+"scaleset-workflow", "ci", "gantry-linux"),
+		block(demandDoc + "private-pool"),
+		action("kubectl apply -f private-pool.yaml", func(t *testing.T, w *docWorld) {
+			if _, stderr, err := w.shell(t, "kubectl apply -f private-pool.yaml"); err != nil {
+				t.Fatalf("%v: %s", err, stderr)
+			}
+		}),
+		scaleSetActive("ci", "linux-private"),
+		block(demandDoc + "private-workflow"),
+		workflowGetsRunner(demandDoc+"private-workflow", "ci", "linux-private"),
 	},
 }, {
 	name: "operations upgrade, then uninstalled in the wrong order and recovered",
@@ -292,4 +360,239 @@ func ingressAsDocumented() docStep {
 			t.Errorf("the controller's image is %q after the overlay, want the quickstart's registry.example.com/gantry:v0.1.0", img)
 		}
 	})
+}
+
+// workflowGetsRunner queues the jobs of a documented workflow (the block ref, its
+// jobs' runs-on as written) in my-org/hello, as GitHub would when it runs, and waits for
+// a runner of pool ns/pool: registered on GitHub, a Runner and its pod.
+func workflowGetsRunner(ref, ns, pool string) docStep {
+	return action("queue the jobs of the workflow "+ref+" in my-org/hello; wait for a runner of "+ns+"/"+pool, func(t *testing.T, w *docWorld) {
+		b, ok := w.blocks[ref]
+		if !ok {
+			t.Fatalf("no doc marks a block %s", ref)
+		}
+		var wf struct {
+			Jobs map[string]struct {
+				RunsOn any `json:"runs-on"`
+			} `json:"jobs"`
+		}
+		if err := yaml.Unmarshal([]byte(b.body), &wf); err != nil || len(wf.Jobs) == 0 {
+			t.Fatalf("%s is not a workflow with jobs: %v", b.where(), err)
+		}
+		for name, j := range wf.Jobs {
+			var labels []string
+			switch v := j.RunsOn.(type) {
+			case string:
+				labels = []string{v}
+			case []any:
+				for _, l := range v {
+					labels = append(labels, fmt.Sprint(l))
+				}
+			default:
+				t.Fatalf("%s: job %s: runs-on %v is neither a label nor a list", b.where(), name, j.RunsOn)
+			}
+			t.Logf("%s: job %s runs-on %v", ref, name, labels)
+			if _, err := w.sim.QueueJob(simgithub.JobSpec{Repo: docRepo, Labels: labels, Name: name}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, "a runner of "+ns+"/"+pool+" registered on GitHub, with its Runner and pod", 2*time.Minute, func(ctx context.Context) (bool, string) {
+			var runners v1alpha1.RunnerList
+			if err := w.cluster.c.List(ctx, &runners, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelPool: pool}); err != nil {
+				return false, err.Error()
+			}
+			registered := map[string]bool{}
+			for _, r := range w.sim.Runners() {
+				registered[r.Name] = true
+			}
+			for _, r := range runners.Items {
+				var pod metav1.PartialObjectMetadata
+				pod.SetGroupVersionKind(corev1Pod)
+				if registered[r.Name] && w.cluster.c.Get(ctx, client.ObjectKeyFromObject(&r), &pod) == nil {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprintf("%d Runners of the pool, %d runners registered on GitHub", len(runners.Items), len(registered))
+		})
+	})
+}
+
+// scaleSetActive waits for a scale-set pool's session to be Active: the scale set made
+// on GitHub, its session open.
+func scaleSetActive(ns, name string) docStep {
+	return action("wait for RunnerPool "+ns+"/"+name+"'s scale set and an Active session", func(t *testing.T, w *docWorld) {
+		waitFor(t, "pool "+ns+"/"+name+" with an Active scale-set session, Ready", 2*time.Minute, func(ctx context.Context) (bool, string) {
+			var p v1alpha1.RunnerPool
+			if err := w.cluster.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+				return false, err.Error()
+			}
+			ss := p.Status.ScaleSet
+			return ss != nil && ss.ID != 0 && ss.Session == v1alpha1.SessionActive && meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionReady),
+				fmt.Sprintf("scaleSet %+v, conditions %+v", ss, p.Status.Conditions)
+		})
+	})
+}
+
+// outputHas checks what a block printed.
+func outputHas(ref string, want ...string) docStep {
+	return action("check what "+ref+" printed", func(t *testing.T, w *docWorld) {
+		for _, s := range want {
+			if !strings.Contains(w.out[ref], s) {
+				t.Errorf("%s printed %q, want it to hold %q", ref, w.out[ref], s)
+			}
+		}
+	})
+}
+
+// imageIs checks the controller Deployment's image.
+func imageIs(ns, name, image string) docStep {
+	return action("check Deployment "+ns+"/"+name+" runs "+image, func(t *testing.T, w *docWorld) {
+		var d appsv1.Deployment
+		if err := w.cluster.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+			t.Fatal(err)
+		}
+		if img := d.Spec.Template.Spec.Containers[0].Image; img != image {
+			t.Errorf("the controller's image is %q, want %q", img, image)
+		}
+	})
+}
+
+// caConfigMap checks that ConfigMap ns/name holds, under key, the CA file the docs' commands read.
+func caConfigMap(ns, name, key string) docStep {
+	return action("check ConfigMap "+ns+"/"+name+" holds "+docCAFile+" under "+key, func(t *testing.T, w *docWorld) {
+		var cm corev1.ConfigMap
+		if err := w.cluster.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &cm); err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(filepath.Join(w.dir, docCAFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(cm.Data[key]) != strings.TrimSpace(string(want)) {
+			t.Errorf("ConfigMap %s/%s key %s is not %s", ns, name, key, docCAFile)
+		}
+	})
+}
+
+// namespaceLabeled checks a namespace's label.
+func namespaceLabeled(ns, key, value string) docStep {
+	return action("check namespace "+ns+" has "+key+"="+value, func(t *testing.T, w *docWorld) {
+		var n corev1.Namespace
+		if err := w.cluster.c.Get(context.Background(), client.ObjectKey{Name: ns}, &n); err != nil {
+			t.Fatal(err)
+		}
+		if got := n.Labels[key]; got != value {
+			t.Errorf("namespace %s: %s=%q, want %q", ns, key, got, value)
+		}
+	})
+}
+
+// watchWhile runs a block that watches until interrupted (kubectl get -w) while the
+// steps run, then interrupts it, as a user would with Ctrl-C, and checks that it showed
+// each of want.
+func watchWhile(ref string, want []string, steps ...docStep) docStep {
+	st := action("run "+ref+" (it watches) while: "+stepsWhat(steps), func(t *testing.T, w *docWorld) {
+		b, ok := w.blocks[ref]
+		if !ok {
+			t.Fatalf("no doc marks a block %s", ref)
+		}
+		body := w.substitute(t, b)
+		t.Logf("%s (in the background):\n%s", ref, indent(body))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", body)
+		cmd.Dir = w.dir
+		cmd.Env = w.shellEnv()
+		var out, stderr syncBuffer
+		cmd.Stdout, cmd.Stderr = &out, &stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range steps {
+			t.Logf("test: %s", st.what)
+			st.act(t, w)
+		}
+		waitFor(t, ref+" showing "+strings.Join(want, ", "), 30*time.Second, func(context.Context) (bool, string) {
+			for _, s := range want {
+				if !strings.Contains(out.String(), s) {
+					return false, fmt.Sprintf("not yet %s; stdout so far:\n%s\nstderr so far:\n%s", s, out.String(), stderr.String())
+				}
+			}
+			return true, ""
+		})
+		cancel()
+		_ = cmd.Wait()
+		if stderr.Len() > 0 {
+			t.Logf("%s stderr: %s", ref, stderr.String())
+		}
+		w.out[ref] = out.String()
+		t.Logf("%s showed:\n%s", ref, indent(out.String()))
+	})
+	st.runs = []string{ref}
+	return st
+}
+
+func stepsWhat(steps []docStep) string {
+	var w []string
+	for _, s := range steps {
+		w = append(w, s.what)
+	}
+	return strings.Join(w, "; ")
+}
+
+// syncBuffer is a bytes.Buffer safe for a process writing and a test reading.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *syncBuffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
+}
+
+// runnerPodAsShown compares a runner pod of pool ns/pool, whose template says nothing
+// about security, with the security settings the block ref shows: the pod's
+// securityContext, and every container's and init container's.
+func runnerPodAsShown(ref, ns, pool string) docStep {
+	st := action("compare a runner pod of "+ns+"/"+pool+" with "+ref, func(t *testing.T, w *docWorld) {
+		b, ok := w.blocks[ref]
+		if !ok {
+			t.Fatalf("no doc marks a block %s", ref)
+		}
+		var shown corev1.Pod
+		if err := yaml.Unmarshal([]byte(b.body), &shown); err != nil || shown.Spec.SecurityContext == nil || len(shown.Spec.Containers) != 1 {
+			t.Fatalf("%s: want a pod securityContext and one container's: %v", b.where(), err)
+		}
+		var pods corev1.PodList
+		if err := w.cluster.c.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelPool: pool}); err != nil || len(pods.Items) == 0 {
+			t.Fatalf("no runner pod of %s/%s: %v", ns, pool, err)
+		}
+		pod := pods.Items[0]
+		if diff := cmp.Diff(shown.Spec.SecurityContext, pod.Spec.SecurityContext); diff != "" {
+			t.Errorf("%s: pod securityContext (-shown +runner pod %s):\n%s", b.where(), pod.Name, diff)
+		}
+		for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+			if diff := cmp.Diff(shown.Spec.Containers[0].SecurityContext, c.SecurityContext); diff != "" {
+				t.Errorf("%s: container %s securityContext (-shown +runner pod %s):\n%s", b.where(), c.Name, pod.Name, diff)
+			}
+		}
+	})
+	st.runs = []string{ref}
+	return st
 }

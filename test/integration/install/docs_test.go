@@ -60,6 +60,10 @@ const (
 // simulator App's key under each name, as a user saves the .pem GitHub gives them.
 var docKeyFiles = []string{"my-app.2026-01-01.private-key.pem", "my-app.private-key.pem"}
 
+// docCAFile is the private CA file the docs' commands read (a GHES host's): the test
+// writes the simulator's certificate under that name.
+const docCAFile = "corp-ca.pem"
+
 func newDocWorld(t *testing.T) *docWorld {
 	t.Helper()
 	base := t.TempDir()
@@ -75,7 +79,7 @@ func newDocWorld(t *testing.T) *docWorld {
 			t.Fatal(err)
 		}
 	}
-	for name, bin := range map[string]string{"kubectl": docTools.kubectl, "helm": helmBin, "kustomize": kustomizeBin} {
+	for name, bin := range map[string]string{"kubectl": docTools.kubectl, "helm": helmBin, "kustomize": kustomizeBin, "gantry": docTools.gantry} {
 		if err := os.Symlink(bin, filepath.Join(w.binDir, name)); err != nil {
 			t.Fatal(err)
 		}
@@ -100,8 +104,10 @@ func newDocWorld(t *testing.T) *docWorld {
 	}
 	_, err := w.sim.CreateOrg(simgithub.OrgSpec{Login: docOrg})
 	must(err)
-	_, err = w.sim.CreateRepo(simgithub.RepoSpec{Owner: docOrg, Name: "hello"})
-	must(err)
+	for _, repo := range []string{"hello", "api"} {
+		_, err = w.sim.CreateRepo(simgithub.RepoSpec{Owner: docOrg, Name: repo})
+		must(err)
+	}
 	w.app, err = w.sim.CreateApp(simgithub.AppSpec{Slug: "gantry-docs", Owner: docOrg})
 	must(err)
 	w.inst, err = w.sim.CreateInstallation(quickstartInstallation(t, w.app.ID))
@@ -109,14 +115,24 @@ func newDocWorld(t *testing.T) *docWorld {
 	for _, f := range docKeyFiles {
 		must(os.WriteFile(filepath.Join(w.dir, f), []byte(w.app.PrivateKeyPEM), 0o600))
 	}
+	// The docs' private CA (a GHES host's) is the simulator's: its certificate is
+	// self-signed.
+	caPEM, err := os.ReadFile(w.simCA)
+	must(err)
+	must(os.WriteFile(filepath.Join(w.dir, docCAFile), caPEM, 0o644))
 	w.subst = map[string]string{
 		"123456":                    strconv.FormatInt(w.app.ID, 10),
 		"12345678":                  strconv.FormatInt(w.inst.ID, 10),
 		"https://github.com/my-org": w.simURL + "/" + docOrg,
 		"THE_VALUE_FROM_STEP_2":     randomHex(t),
+		// install.md's own overlay names a release of the repository; the test's is
+		// the checkout, as its comment allows.
+		"github.com/gantry-dev/gantry/config/default?ref=v0.1.0": "../config/default",
+		// troubleshooting.md's commands name the pool NAME: the quickstart's scale-set pool.
+		"NAME": "gantry-linux",
 	}
-	t.Logf("docs world: GitHub simulator at %s (organization %s, App %d installed as %d); the App's key written to %s; commands run in a copy of charts/ and config/",
-		w.simURL, docOrg, w.app.ID, w.inst.ID, strings.Join(docKeyFiles, " and "))
+	t.Logf("docs world: GitHub simulator at %s (organization %s, App %d installed as %d); the App's key written to %s, its CA to %s; commands run in a copy of charts/ and config/, trusting that CA (SSL_CERT_FILE) as a user's machine trusts GitHub's",
+		w.simURL, docOrg, w.app.ID, w.inst.ID, strings.Join(docKeyFiles, " and "), docCAFile)
 	return w
 }
 
@@ -185,14 +201,20 @@ func (w *docWorld) shell(t *testing.T, script string) (stdout, stderr string, er
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", script)
 	cmd.Dir = w.dir
-	cmd.Env = []string{
-		"PATH=" + w.binDir + string(os.PathListSeparator) + os.Getenv("PATH"),
-		"HOME=" + w.home, "KUBECONFIG=" + w.cluster.kubeconfig, "LANG=C.UTF-8",
-	}
+	cmd.Env = w.shellEnv()
 	var o, e strings.Builder
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err = cmd.Run()
 	return o.String(), e.String(), err
+}
+
+// shellEnv is the environment the blocks run in: kubectl, helm, kustomize and gantry
+// first on PATH, the test cluster's KUBECONFIG, and the simulator's CA trusted.
+func (w *docWorld) shellEnv() []string {
+	return []string{
+		"PATH=" + w.binDir + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"HOME=" + w.home, "KUBECONFIG=" + w.cluster.kubeconfig, "LANG=C.UTF-8", "SSL_CERT_FILE=" + w.simCA,
+	}
 }
 
 func indent(s string) string {
@@ -205,6 +227,8 @@ type docStep struct {
 	doc  string
 	what string
 	act  func(t *testing.T, w *docWorld)
+	// runs are the blocks an action runs itself (a watch in the background).
+	runs []string
 }
 
 type docScenario struct {
@@ -259,10 +283,11 @@ func restartController(ns, name string) docStep {
 	return s
 }
 
-// githubWebhook points an organization webhook at the running controller with the
-// secret a block printed (secretRef) or the placeholder the docs use.
+// githubWebhook points the App's webhook at the running controller with the secret a
+// block printed (secretRef) or the placeholder the docs use, as the quickstart has the
+// user do on the App's settings page.
 func githubWebhook(secretRef string) docStep {
-	return action("point my-org's workflow_job webhook at the controller, with the documented secret", func(t *testing.T, w *docWorld) {
+	return action("point the App's webhook at the controller, with the documented secret", func(t *testing.T, w *docWorld) {
 		secret := w.subst["THE_VALUE_FROM_STEP_2"]
 		if secretRef != "" {
 			secret = strings.TrimSpace(w.out[secretRef])
@@ -270,7 +295,7 @@ func githubWebhook(secretRef string) docStep {
 				t.Fatalf("%s printed no webhook secret", secretRef)
 			}
 		}
-		if _, err := w.sim.CreateHook(simgithub.HookSpec{Org: docOrg, URL: "http://" + w.ctrl.webhook + "/webhook", Secret: secret, Events: []string{"workflow_job"}}); err != nil {
+		if _, err := w.sim.SetAppWebhook(w.app.ID, "http://"+w.ctrl.webhook+"/webhook", secret); err != nil {
 			t.Fatal(err)
 		}
 	})
