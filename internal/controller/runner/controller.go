@@ -62,6 +62,8 @@ type Reconciler struct {
 	online    onlineRunners
 	unwritten unwrittenStatus
 	exited    exitedReaper
+	// unregistered: finalizing runners already removed from GitHub (finalize.go).
+	unregistered unregisteredRunners
 }
 
 // scope is one reconcile's working set.
