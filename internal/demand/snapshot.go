@@ -21,6 +21,42 @@ type PoolSnapshot struct {
 	// them whose job GitHub said completed.
 	running map[string]struct{}
 	done    map[string]struct{}
+	// Elsewhere counts runners a demand source says run a job although they are not
+	// among those the snapshot was taken for: their Runner is gone already (its pod
+	// exited), and the source has not yet heard that their job completed. A scale set
+	// still counts their jobs in its assigned jobs, so the pool counts them busy.
+	Elsewhere int
+}
+
+// WithRunners returns the snapshot with a demand source's own word added: the runners
+// it says run a job (running) and those it says finished one (done, which also ran one),
+// and the runners running a job elsewhere. The Tracker's word stays: a source tells the
+// Tracker only what it already knows itself.
+func (s PoolSnapshot) WithRunners(running, done []string, elsewhere int) PoolSnapshot {
+	out := s
+	out.running, out.done = addNames(s.running, running, done), addNames(s.done, done)
+	out.Elsewhere = elsewhere
+	return out
+}
+
+func addNames(base map[string]struct{}, lists ...[]string) map[string]struct{} {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	if n == 0 {
+		return base
+	}
+	out := make(map[string]struct{}, len(base)+n)
+	for k := range base {
+		out[k] = struct{}{}
+	}
+	for _, l := range lists {
+		for _, name := range l {
+			out[name] = struct{}{}
+		}
+	}
+	return out
 }
 
 // Running reports whether the runner, one of those the snapshot was taken for, runs a

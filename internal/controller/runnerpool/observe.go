@@ -17,7 +17,7 @@ import (
 func (r *Reconciler) observe(_ context.Context, st *state) (reconcile.Result, error) {
 	pool := st.pool
 	key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}
-	st.tracked = r.snapshot(key, st.runners)
+	st.tracked = st.source.Runners(key, r.snapshot(key, st.runners), st.runners)
 	st.count(r.expectations.pending(key, st.seenMark, st.runners, r.Clock.Now()))
 	st.countOutdated()
 	if prev := pool.Status.TemplateHash; prev != "" && prev != st.templateHash {

@@ -118,6 +118,8 @@ func (s *state) count(expected int) {
 			}
 		}
 	}
+	// Runners gone already whose job the demand source still counts: they hold it.
+	s.busy += s.tracked.Elsewhere
 }
 
 // scale creates or retires runners toward the desired count. Contract: never more than

@@ -154,3 +154,46 @@ func TestFinishedRunnersDoNotHideAssignedJobs(t *testing.T) {
 		})
 	}
 }
+
+// goneSource is assignedSource whose service still counts the jobs of runners whose
+// Runner is gone (their pod exited before the service said their job completed).
+type goneSource struct {
+	assignedSource
+	gone int
+}
+
+func (s goneSource) Runners(_ types.NamespacedName, tracked demand.PoolSnapshot, _ []v1alpha1.Runner) demand.PoolSnapshot {
+	return tracked.WithRunners(nil, nil, s.gone)
+}
+
+// Runners gone before the service said their job completed still hold their job: the
+// service's count of assigned jobs has it, so the pool makes no runner for it
+// (burst-scaleset made runners as the burst's jobs completed, and retired them unused).
+func TestRunnersGoneBeforeTheirJobCompletedHoldTheirJob(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	pool := &v1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "ss"},
+		Spec: v1alpha1.RunnerPoolSpec{MaxRunners: 100}}
+	r := &Reconciler{Tracker: demand.NewTracker(demand.NewRouter(), clk), Failures: &controller.FailureBackoff{}, Clock: clk}
+	runners := []v1alpha1.Runner{runnerAt("ss-00001", v1alpha1.RunnerPending, 1, time.Second)}
+	for _, tt := range []struct {
+		name                   string
+		assigned, gone         int
+		wantToCreate, wantBusy int
+	}{
+		{name: "2 of 3 assigned jobs on runners gone, 1 waiting for the pending runner", assigned: 3, gone: 2, wantToCreate: 0, wantBusy: 2},
+		{name: "their jobs completed", assigned: 1, gone: 0, wantToCreate: 0, wantBusy: 0},
+		{name: "a new job besides", assigned: 4, gone: 2, wantToCreate: 1, wantBusy: 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st := &state{pool: pool, runners: runners, source: &goneSource{assignedSource{assigned: tt.assigned}, tt.gone}}
+			if _, err := r.observe(context.Background(), st); err != nil {
+				t.Fatal(err)
+			}
+			got := struct{ ToCreate, Busy int }{st.desired - st.active(), st.busy}
+			want := struct{ ToCreate, Busy int }{tt.wantToCreate, tt.wantBusy}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
