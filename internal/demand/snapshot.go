@@ -28,13 +28,26 @@ type PoolSnapshot struct {
 	Elsewhere int
 }
 
-// WithRunners returns the snapshot with a demand source's own word added: the runners
-// it says run a job (running) and those it says finished one (done, which also ran one),
-// and the runners running a job elsewhere. The Tracker's word stays: a source tells the
-// Tracker only what it already knows itself.
+// WithRunners returns the snapshot with a demand source's own word on the runners it
+// names: those it says run a job (running) and those it says finished one (done,
+// which also ran one); and the runners running a job elsewhere. Its word wins over the
+// Tracker's for those runners: a scale-set pool's runners are also named by the
+// organization's webhooks, which say a job completed before the service's count lets
+// go of it, so a runner the source still says runs a job is not done yet. The Tracker's
+// word stays for the runners the source does not name (it was restarted, or forgot).
 func (s PoolSnapshot) WithRunners(running, done []string, elsewhere int) PoolSnapshot {
 	out := s
-	out.running, out.done = addNames(s.running, running, done), addNames(s.done, done)
+	out.running = addNames(s.running, running, done)
+	if len(running) > 0 && len(s.done) > 0 {
+		out.done = make(map[string]struct{}, len(s.done))
+		for name := range s.done {
+			out.done[name] = struct{}{}
+		}
+		for _, name := range running {
+			delete(out.done, name)
+		}
+	}
+	out.done = addNames(out.done, done)
 	out.Elsewhere = elsewhere
 	return out
 }

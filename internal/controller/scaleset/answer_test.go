@@ -139,3 +139,47 @@ func TestSourceCountsRunnersGoneBeforeTheirJobCompleted(t *testing.T) {
 		}
 	}
 }
+
+// The organization's webhooks name a scale-set pool's runners too, and say a job
+// completed before the service's count lets go of it: the listener's word wins for the
+// runners it knows, so a runner whose JobCompleted the listener has not heard still
+// holds its job (the count still has it); the webhooks' word stays for runners the
+// listener does not know.
+func TestSourceWordWinsOverTheWebhooks(t *testing.T) {
+	pool := testutil.RunnerPool("ci", "linux").ScaleSet("").MaxRunners(10).Obj()
+	w := newListenerWorld(t, pool, nil)
+	w.m.Ensure(pool, 0)
+	w.waitSession(t, v1alpha1.SessionActive)
+	src := Source{Manager: w.m}
+	sess := w.svc.session()
+	sess.sendJobs(1, 1, 1, []string{"linux-aaa"}, nil)
+	w.waitAssigned(t, 1)
+	tracker := demand.NewTracker(demand.NewRouter(), w.m.Clock)
+	for _, name := range []string{"linux-aaa", "linux-zzz"} {
+		job := demand.Job{ID: 900 + int64(len(name)) + int64(name[len(name)-1]), RunnerName: name}
+		tracker.Observe(demand.JobEvent{Action: demand.ActionInProgress, Job: job})
+		tracker.Observe(demand.JobEvent{Action: demand.ActionCompleted, Job: job}) // the webhook, early
+	}
+	runners := []v1alpha1.Runner{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "linux-aaa"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "linux-zzz"}},
+	}
+	doneOf := func() map[string]bool {
+		snap := src.Runners(w.key, tracker.Snapshot(w.key, func(yield func(string) bool) {
+			for _, rn := range runners {
+				if !yield(rn.Name) {
+					return
+				}
+			}
+		}), runners)
+		return map[string]bool{"linux-aaa": snap.Done("linux-aaa"), "linux-zzz": snap.Done("linux-zzz")}
+	}
+	if diff := cmp.Diff(map[string]bool{"linux-aaa": false, "linux-zzz": true}, doneOf()); diff != "" {
+		t.Errorf("done before the listener heard aaa's JobCompleted (-want +got):\n%s", diff)
+	}
+	sess.sendJobs(2, 0, 0, nil, []string{"linux-aaa"})
+	w.waitAssigned(t, 0)
+	if diff := cmp.Diff(map[string]bool{"linux-aaa": true, "linux-zzz": true}, doneOf()); diff != "" {
+		t.Errorf("done after it (-want +got):\n%s", diff)
+	}
+}
