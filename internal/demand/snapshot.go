@@ -21,11 +21,14 @@ type PoolSnapshot struct {
 	// them whose job GitHub said completed.
 	running map[string]struct{}
 	done    map[string]struct{}
-	// Elsewhere counts runners a demand source says run a job although they are not
+	// Elsewhere names runners a demand source says run a job although they are not
 	// among those the snapshot was taken for: their Runner is gone already (its pod
 	// exited), and the source has not yet heard that their job completed. A scale set
 	// still counts their jobs in its assigned jobs, so the pool counts them busy.
-	Elsewhere int
+	Elsewhere []string
+	// Answer numbers the demand source's answer the snapshot's demand is as of, counting
+	// up from 1 as answers come; 0 when the source has no such answers (webhooks).
+	Answer uint64
 }
 
 // WithRunners returns the snapshot with a demand source's own word on the runners it
@@ -35,7 +38,7 @@ type PoolSnapshot struct {
 // organization's webhooks, which say a job completed before the service's count lets
 // go of it, so a runner the source still says runs a job is not done yet. The Tracker's
 // word stays for the runners the source does not name (it was restarted, or forgot).
-func (s PoolSnapshot) WithRunners(running, done []string, elsewhere int) PoolSnapshot {
+func (s PoolSnapshot) WithRunners(running, done, elsewhere []string, answer uint64) PoolSnapshot {
 	out := s
 	out.running = addNames(s.running, running, done)
 	if len(running) > 0 && len(s.done) > 0 {
@@ -48,7 +51,7 @@ func (s PoolSnapshot) WithRunners(running, done []string, elsewhere int) PoolSna
 		}
 	}
 	out.done = addNames(out.done, done)
-	out.Elsewhere = elsewhere
+	out.Elsewhere, out.Answer = elsewhere, answer
 	return out
 }
 

@@ -75,6 +75,7 @@ type Reconciler struct {
 	routedMu      sync.Mutex
 	routed        map[types.NamespacedName]demand.Pool
 	statusWrites  statusWrites
+	holds         answerHolds
 }
 
 // Reconcile scales one pool: get it, drain it when deleted, ensure the finalizer, then
@@ -133,6 +134,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.unroute(key)
 	r.Sources.Forget(key)
 	r.statusWrites.forget(key)
+	r.holds.forget(key)
 	r.Failures.Forget(key)
 	r.Warm.Forget(key)
 	forgetMetrics(key)

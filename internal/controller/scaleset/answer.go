@@ -40,6 +40,8 @@ type answerJobs struct {
 	// pool's list no longer has are counted busy up to this many, so that a JobCompleted
 	// never heard cannot hold a slot for ever.
 	runningJobs int
+	// answer numbers the answers committed, from 1.
+	answer uint64
 }
 
 // commit records an answer's job messages and its count of running jobs.
@@ -62,6 +64,7 @@ func (a *answerJobs) commit(told []jobNews, runningJobs int, now time.Time) {
 		}
 	}
 	a.runningJobs = runningJobs
+	a.answer++
 	for name, at := range a.done {
 		if now.Sub(at) > doneMemory {
 			delete(a.done, name)
@@ -75,8 +78,8 @@ func (a *answerJobs) commit(told []jobNews, runningJobs int, now time.Time) {
 }
 
 // of sorts names, the pool's runners, into those running a job and those whose job
-// completed, and counts the runners running a job that are not among them.
-func (a *answerJobs) of(names []string) (running, done []string, elsewhere int) {
+// completed, and names the runners running a job that are not among them.
+func (a *answerJobs) of(names []string) (running, done, elsewhere []string) {
 	in := make(map[string]struct{}, len(names))
 	for _, name := range names {
 		in[name] = struct{}{}
@@ -86,10 +89,11 @@ func (a *answerJobs) of(names []string) (running, done []string, elsewhere int) 
 			running = append(running, name)
 		}
 	}
+	limit := max(0, a.runningJobs-len(running))
 	for name := range a.running {
-		if _, ok := in[name]; !ok {
-			elsewhere++
+		if _, ok := in[name]; !ok && len(elsewhere) < limit {
+			elsewhere = append(elsewhere, name)
 		}
 	}
-	return running, done, min(elsewhere, max(0, a.runningJobs-len(running)))
+	return running, done, elsewhere
 }

@@ -110,7 +110,7 @@ func TestSourceCountsRunnersGoneBeforeTheirJobCompleted(t *testing.T) {
 				v.Running = append(v.Running, rn.Name)
 			}
 		}
-		v.Elsewhere = snap.Elsewhere
+		v.Elsewhere = len(snap.Elsewhere)
 		d, _ := src.Demand(w.key, snap, len(v.Running)+v.Elsewhere)
 		v.Queued = d.Queued
 		return v

@@ -319,7 +319,6 @@ func (l *poolListener) HandleDesiredRunnerCount(_ context.Context, count int) (i
 	l.mu.Lock()
 	told := l.told
 	l.told = nil
-	changed := !l.haveStats || l.assigned != count || len(told) > 0
 	l.assigned, l.haveStats = count, true
 	running := 0
 	if st := l.status.Statistics; st != nil {
@@ -335,9 +334,9 @@ func (l *poolListener) HandleDesiredRunnerCount(_ context.Context, count int) (i
 	for _, n := range told {
 		l.observe(n)
 	}
-	if changed {
-		l.m.wake(l.key)
-	}
+	// Every answer wakes the pool, even one that changed nothing: the runners that
+	// finished since the last held their jobs until this one (RunnerPool controller).
+	l.m.wake(l.key)
 	return desired, nil
 }
 

@@ -234,24 +234,24 @@ func (m *Manager) Assigned(key types.NamespacedName) (n int, ok bool) {
 	return l.assignedJobs()
 }
 
-// Runners sorts the pool's runners (names) by what the service's last answer said of
-// them: running a job, or finished with it; and counts the runners running a job that
-// are not among them (their Runner is gone, their JobCompleted not yet heard). ok is
-// false when the pool has no listener.
-func (m *Manager) Runners(key types.NamespacedName, names []string) (running, done []string, elsewhere int, ok bool) {
+// Runners sorts the pool's runners (names) by what the service's answers said of them
+// up to the last: running a job, or finished with it; names the runners running a job
+// that are not among them (their Runner is gone, their JobCompleted not yet heard); and
+// numbers that answer. ok is false when the pool has no listener.
+func (m *Manager) Runners(key types.NamespacedName, names []string) (running, done, elsewhere []string, answer uint64, ok bool) {
 	if m == nil {
-		return nil, nil, 0, false
+		return nil, nil, nil, 0, false
 	}
 	m.mu.Lock()
 	l := m.pools[key]
 	m.mu.Unlock()
 	if l == nil {
-		return nil, nil, 0, false
+		return nil, nil, nil, 0, false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	running, done, elsewhere = l.jobs.of(names)
-	return running, done, elsewhere, true
+	return running, done, elsewhere, l.jobs.answer, true
 }
 
 // ScaleSetID returns the id of the pool's scale set, known to its listener or recorded
