@@ -1,6 +1,7 @@
 package scaleset
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/actions/scaleset"
@@ -40,9 +41,13 @@ type answerJobs struct {
 	// pool's list no longer has are counted busy up to this many, so that a JobCompleted
 	// never heard cannot hold a slot for ever.
 	runningJobs int
-	// answer numbers the answers committed, from 1.
+	// answer numbers the last answer committed (answers).
 	answer uint64
 }
+
+// answers numbers every listener's answers, so that a listener started again (another
+// configuration, another leader term) never reuses a number a pool has seen.
+var answers atomic.Uint64
 
 // commit records an answer's job messages and its count of running jobs.
 func (a *answerJobs) commit(told []jobNews, runningJobs int, now time.Time) {
@@ -64,7 +69,7 @@ func (a *answerJobs) commit(told []jobNews, runningJobs int, now time.Time) {
 		}
 	}
 	a.runningJobs = runningJobs
-	a.answer++
+	a.answer = answers.Add(1)
 	for name, at := range a.done {
 		if now.Sub(at) > doneMemory {
 			delete(a.done, name)
