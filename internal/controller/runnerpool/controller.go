@@ -8,6 +8,7 @@
 //	follow.go        follow: configuration, idle floor, Router and demand source told
 //	observe.go       observe: runners counted, demand read once, desired computed
 //	scale.go         scale: creation with expectations, victim choice
+//	holds.go         a scale-set pool's runners held busy until the service's next answer
 //	cache.go         caches: cache volumes' status, idle ones deleted, reclaimed with the pool
 //	statuswrites.go  writeStatus (deferred): the status computed and written once
 //	validate.go    a stored pool that cannot be used as it is (InvalidSpec)
