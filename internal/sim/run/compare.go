@@ -258,9 +258,9 @@ type Target struct {
 // per job (the webhook floor's one REST call, moved to the service), and every message
 // costs a GET and an acknowledging DELETE. Each job brings four job messages (available,
 // assigned, started, completed), at most 50 to a message; the listener lets them gather
-// half a second after an answer that was not full, so a burst reads about a tenth of a
-// message per job (measured: 51 to 56 messages for 500 jobs, 1.25 to 1.27 calls per
-// job). At most
+// a second after an answer that was not full, so a burst reads about a tenth of a
+// message per job (measured: 51 or 52 messages for 500 jobs, 1.25 calls per job). At
+// most
 // 1.3 calls per job leaves room for the session's setup and the tokens' renewals, and
 // fails a listener that polls again at once after each answer (844 messages for 500
 // jobs: 4.5 calls per job) or removes runners that left the service on their own. Its
