@@ -21,6 +21,58 @@ type PoolSnapshot struct {
 	// them whose job GitHub said completed.
 	running map[string]struct{}
 	done    map[string]struct{}
+	// Elsewhere names runners a demand source says run a job although they are not
+	// among those the snapshot was taken for: their Runner is gone already (its pod
+	// exited), and the source has not yet heard that their job completed. A scale set
+	// still counts their jobs in its assigned jobs, so the pool counts them busy.
+	Elsewhere []string
+	// Answer numbers the demand source's answer the snapshot's demand is as of, counting
+	// up from 1 as answers come; 0 when the source has no such answers (webhooks).
+	Answer uint64
+}
+
+// WithRunners returns the snapshot with a demand source's own word on the runners it
+// names: those it says run a job (running) and those it says finished one (done,
+// which also ran one); and the runners running a job elsewhere. Its word wins over the
+// Tracker's for those runners: a scale-set pool's runners are also named by the
+// organization's webhooks, which say a job completed before the service's count lets
+// go of it, so a runner the source still says runs a job is not done yet. The Tracker's
+// word stays for the runners the source does not name (it was restarted, or forgot).
+func (s PoolSnapshot) WithRunners(running, done, elsewhere []string, answer uint64) PoolSnapshot {
+	out := s
+	out.running = addNames(s.running, running, done)
+	if len(running) > 0 && len(s.done) > 0 {
+		out.done = make(map[string]struct{}, len(s.done))
+		for name := range s.done {
+			out.done[name] = struct{}{}
+		}
+		for _, name := range running {
+			delete(out.done, name)
+		}
+	}
+	out.done = addNames(out.done, done)
+	out.Elsewhere, out.Answer = elsewhere, answer
+	return out
+}
+
+func addNames(base map[string]struct{}, lists ...[]string) map[string]struct{} {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	if n == 0 {
+		return base
+	}
+	out := make(map[string]struct{}, len(base)+n)
+	for k := range base {
+		out[k] = struct{}{}
+	}
+	for _, l := range lists {
+		for _, name := range l {
+			out[name] = struct{}{}
+		}
+	}
+	return out
 }
 
 // Running reports whether the runner, one of those the snapshot was taken for, runs a

@@ -107,6 +107,42 @@ func TestSnapshotDone(t *testing.T) {
 	}
 }
 
+// A demand source's word on the runners it names wins over the Tracker's: one it says
+// still runs its job is not done, whatever a webhook said; the Tracker's word stays for
+// the runners it does not name; the snapshot it returns is a new one.
+func TestSnapshotWithRunners(t *testing.T) {
+	tr, _, _ := newTestTracker(t)
+	for i, r := range []string{"linux-a", "linux-b"} {
+		e := ev(ActionInProgress, int64(i+1), "linux")
+		e.Job.RunnerName = r
+		tr.Observe(e)
+		e.Action = ActionCompleted // the webhooks: both jobs completed
+		tr.Observe(e)
+	}
+	names := []string{"linux-a", "linux-b", "linux-c", "linux-d"}
+	tracked := tr.Snapshot(key("linux"), slices.Values(names))
+	s := tracked.WithRunners([]string{"linux-a", "linux-c"}, []string{"linux-d"}, []string{"linux-gone"}, 7)
+	got := map[string][2]bool{}
+	for _, r := range names {
+		got[r] = [2]bool{s.Running(r), s.Done(r)}
+	}
+	want := map[string][2]bool{
+		"linux-a": {true, false}, // the source still counts its job
+		"linux-b": {true, true},  // the source does not name it: the webhooks' word
+		"linux-c": {true, false},
+		"linux-d": {true, true},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("[Running, Done] (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"linux-gone"}, s.Elsewhere); diff != "" || s.Answer != 7 {
+		t.Errorf("elsewhere (-want +got):\n%s; answer %d, want 7", diff, s.Answer)
+	}
+	if !tracked.Done("linux-a") || tracked.Answer != 0 {
+		t.Error("the Tracker's snapshot was changed")
+	}
+}
+
 // BenchmarkSnapshot is one pool reconcile's question to a Tracker that remembers two
 // hours of a pool taking 5 jobs a second (36,000 finished jobs over 20 repositories) and
 // 100 jobs in progress, for a pool of 500 runners.

@@ -74,6 +74,8 @@ type Reconciler struct {
 	// anchors are the anchor pods this process created (containermode.go), by key, with
 	// their runner pod's UID.
 	anchors sync.Map
+	// unregistered: finalizing runners already removed from GitHub (finalize.go).
+	unregistered unregisteredRunners
 }
 
 // scope is one reconcile's working set.

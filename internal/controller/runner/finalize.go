@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -67,11 +68,13 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 		}
 		registered, runner.Status.GitHubRunnerID = found, id
 	}
-	if registered && !selfRemoved {
+	if registered && !selfRemoved && !r.unregistered.has(runner) {
 		res, err := r.unregister(ctx, runner)
 		if err != nil || !res.IsZero() {
 			return res, err
 		}
+		// Once is enough: the passes that wait for the pod to go make no call again.
+		r.unregistered.add(runner)
 	}
 
 	if exited && len(runner.Status.Caches) == 0 {
@@ -235,4 +238,36 @@ func (r *Reconciler) keepBusy(ctx context.Context, runner *v1alpha1.Runner) (rec
 		r.writes.wrote(runner, before.ResourceVersion, r.Clock.Now())
 	}
 	return reconcile.Result{RequeueAfter: busyRetry}, nil
+}
+
+// unregisteredRunners remembers the finalizing Runners this process removed from
+// GitHub (by name, with their UID), until they are gone: a runner whose pod takes a
+// while to go is finalized several times (each pod event), and removing it from GitHub
+// once is enough. After a restart the removal is made once more, and answered "already
+// gone". Its zero value is ready.
+type unregisteredRunners struct {
+	mu   sync.Mutex
+	uids map[types.NamespacedName]types.UID
+}
+
+func (u *unregisteredRunners) add(rn *v1alpha1.Runner) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.uids == nil {
+		u.uids = map[types.NamespacedName]types.UID{}
+	}
+	u.uids[runnerKey(rn)] = rn.UID
+}
+
+func (u *unregisteredRunners) has(rn *v1alpha1.Runner) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	uid, ok := u.uids[runnerKey(rn)]
+	return ok && uid == rn.UID
+}
+
+func (u *unregisteredRunners) forget(key types.NamespacedName) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.uids, key)
 }

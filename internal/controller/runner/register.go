@@ -157,6 +157,7 @@ func (r *Reconciler) readRegistration(ctx context.Context, rn *v1alpha1.Runner) 
 func (r *Reconciler) forgetRegistration(key types.NamespacedName) {
 	r.unwritten.forget(key)
 	r.Births.Forget(key)
+	r.unregistered.forget(key)
 }
 
 // setRegistered records the registration in the working status and remembers it until

@@ -9,6 +9,7 @@
 //	follow.go        follow: configuration, idle floor, Router and demand source told
 //	observe.go       observe: runners counted, demand read once, desired computed
 //	scale.go         scale: creation with expectations, victim choice
+//	holds.go         a scale-set pool's runners held busy until the service's next answer
 //	cache.go         caches: cache volumes' status, idle ones deleted, reclaimed with the pool
 //	hookslots.go     pruneHookSlots: container hook slots idle HookSlotIdle deleted
 //	statuswrites.go  writeStatus (deferred): the status computed and written once
@@ -79,6 +80,7 @@ type Reconciler struct {
 	routed        map[types.NamespacedName]demand.Pool
 	statusWrites  statusWrites
 	platformReads platformReads
+	holds         answerHolds
 }
 
 // Reconcile scales one pool: get it, drain it when deleted, ensure the finalizer, then
@@ -140,6 +142,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.Sources.Forget(key)
 	r.statusWrites.forget(key)
 	r.platformReads.forget(key)
+	r.holds.forget(key)
 	r.Failures.Forget(key)
 	r.Warm.Forget(key)
 	forgetMetrics(key)

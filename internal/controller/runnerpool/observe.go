@@ -17,8 +17,13 @@ import (
 func (r *Reconciler) observe(_ context.Context, st *state) (reconcile.Result, error) {
 	pool := st.pool
 	key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}
-	st.tracked = r.snapshot(key, st.runners)
-	st.count(r.expectations.pending(key, st.seenMark, st.runners, r.Clock.Now()))
+	st.tracked = st.source.Runners(key, r.snapshot(key, st.runners), st.runners)
+	st.held = r.holds.of(key, st.tracked.Answer)
+	expected := r.expectations.pending(key, st.seenMark, st.runners, r.Clock.Now())
+	if st.held != nil && expected > 0 {
+		st.expecting = r.expectations.names(key)
+	}
+	st.count(expected)
 	st.countOutdated()
 	if prev := pool.Status.TemplateHash; prev != "" && prev != st.templateHash {
 		// A changed template gets a fresh start: the failures were the old template's,

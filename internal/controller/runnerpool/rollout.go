@@ -59,6 +59,7 @@ func (r *Reconciler) replaceOutdated(ctx context.Context, s *state) error {
 			continue
 		}
 		log.FromContext(ctx).V(1).Info("Replacing runner made from an older template", "runner", rn.Name, "phase", rn.Status.Phase)
+		s.release(rn.Name) // replaced unused: it holds no job
 		if err := r.Client.Delete(ctx, rn); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("replacing outdated runner %s: %w", rn.Name, err)
 		}

@@ -48,6 +48,12 @@ type state struct {
 	failures controller.PoolFailures
 	// floor is the idle floor in force and why (warm.go).
 	floor warmFloor
+	// held are the runners seen alive since the demand source's answer (holds.go); nil
+	// for a webhook pool. holding counts those of them, finished or gone, counted busy;
+	// expecting names the runners created and not yet in the cache (counted expected).
+	held      map[string]struct{}
+	holding   int
+	expecting map[string]struct{}
 
 	// platformChanged: status.platform changed in this pass; runners are created once it
 	// is stored (platform.go).
@@ -100,7 +106,10 @@ func isBusy(rn *v1alpha1.Runner, tracked demand.PoolSnapshot) bool {
 // out and count nowhere, and so do those whose job GitHub said completed before their
 // pod exited: their job no longer counts in the demand (a scale set's assigned jobs drop
 // at once), so counting them busy would hide as many jobs assigned since. Failed ones do
-// not count against capacity.
+// not count against capacity. A scale-set pool's demand is a count of the service's last
+// answer, which still has the jobs of the runners that finished since: those runners
+// count busy until the next answer (holds.go), as do the runners gone whose job the
+// service still counts running (tracked.Elsewhere).
 func (s *state) count(expected int) {
 	s.expected = expected
 	for i := range s.runners {
@@ -108,20 +117,27 @@ func (s *state) count(expected int) {
 		switch {
 		case rn.Status.Phase == v1alpha1.RunnerFailed:
 			s.failed++
+			s.release(rn.Name) // a failed runner holds no job: it is replaced at once
 		case s.tracked.Done(rn.Name):
+			s.hold(rn.Name)
 		case isBusy(rn, s.tracked):
 			s.busy++ // busy counts even while deleted: it holds capacity until its job ends
+			s.alive(rn.Name)
 		case !rn.DeletionTimestamp.IsZero() || rn.Status.Phase == v1alpha1.RunnerSucceeded:
+			s.hold(rn.Name)
 		case rn.Status.Phase == v1alpha1.RunnerIdle:
 			s.idle++
+			s.alive(rn.Name)
 		default:
 			s.pending++
+			s.alive(rn.Name)
 			if c := meta.FindStatusCondition(rn.Status.Conditions, runner.ConditionPodRefused); c != nil && c.Status == metav1.ConditionTrue {
 				s.refused++
 				s.refusal = c.Message
 			}
 		}
 	}
+	s.holdGone()
 }
 
 // scale creates or retires runners toward the desired count. Contract: never more than
@@ -148,8 +164,11 @@ func (r *Reconciler) scale(ctx context.Context, s *state) (reconcile.Result, err
 			return reconcile.Result{RequeueAfter: s.failures.Until.Sub(r.Clock.Now())}, nil
 		}
 		n := min(diff, maxCreatesPerReconcile)
-		created, err := r.createRunners(ctx, s.pool, key, n)
-		s.created += created
+		names, err := r.createRunners(ctx, s.pool, key, n)
+		s.created += len(names)
+		for _, name := range names {
+			s.alive(name) // alive from its creation: it may run its job before a pass sees it
+		}
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -165,6 +184,7 @@ func (r *Reconciler) scale(ctx context.Context, s *state) (reconcile.Result, err
 		}
 		for _, victim := range victims(s.runners, -diff, s.tracked) {
 			log.FromContext(ctx).V(1).Info("Retiring runner", "runner", victim.Name, "phase", victim.Status.Phase)
+			s.release(victim.Name) // retired unused: it holds no job
 			if err := r.Client.Delete(ctx, victim); client.IgnoreNotFound(err) != nil {
 				return reconcile.Result{}, fmt.Errorf("retiring runner %s: %w", victim.Name, err)
 			}
@@ -180,12 +200,12 @@ func (r *Reconciler) scale(ctx context.Context, s *state) (reconcile.Result, err
 // Runners of a burst are made as fast as their Secrets and pods can follow.
 const createParallelism = 64
 
-// createRunners creates n Runners, createParallelism at a time, and returns how many it
-// created; the first error stops further creates.
-func (r *Reconciler) createRunners(ctx context.Context, pool *v1alpha1.RunnerPool, key types.NamespacedName, n int) (int, error) {
+// createRunners creates n Runners, createParallelism at a time, and returns the names
+// of those it created; the first error stops further creates.
+func (r *Reconciler) createRunners(ctx context.Context, pool *v1alpha1.RunnerPool, key types.NamespacedName, n int) ([]string, error) {
 	var (
 		mu      sync.Mutex
-		created int
+		created []string
 		wg      sync.WaitGroup
 		sem     = make(chan struct{}, createParallelism)
 		errs    []error
@@ -201,21 +221,21 @@ func (r *Reconciler) createRunners(ctx context.Context, pool *v1alpha1.RunnerPoo
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			err := r.createRunner(ctx, pool, key)
+			name, err := r.createRunner(ctx, pool, key)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				errs = append(errs, err)
 				return
 			}
-			created++
+			created = append(created, name)
 		}()
 	}
 	wg.Wait()
 	return created, errors.Join(errs...)
 }
 
-func (r *Reconciler) createRunner(ctx context.Context, pool *v1alpha1.RunnerPool, key types.NamespacedName) error {
+func (r *Reconciler) createRunner(ctx context.Context, pool *v1alpha1.RunnerPool, key types.NamespacedName) (string, error) {
 	rn := &v1alpha1.Runner{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: pool.Namespace,
@@ -229,7 +249,7 @@ func (r *Reconciler) createRunner(ctx context.Context, pool *v1alpha1.RunnerPool
 		Spec: v1alpha1.RunnerSpec{PoolName: pool.Name},
 	}
 	if err := controllerutil.SetControllerReference(pool, rn, r.Client.Scheme()); err != nil {
-		return err
+		return "", err
 	}
 	r.expectations.expect(key, rn.Name, r.Clock.Now())
 	name := types.NamespacedName{Namespace: rn.Namespace, Name: rn.Name}
@@ -237,9 +257,9 @@ func (r *Reconciler) createRunner(ctx context.Context, pool *v1alpha1.RunnerPool
 	if err := r.Client.Create(ctx, rn); err != nil {
 		r.expectations.forgetCreate(key, rn.Name)
 		r.Births.Forget(name)
-		return fmt.Errorf("creating runner: %w", err)
+		return "", fmt.Errorf("creating runner: %w", err)
 	}
-	return nil
+	return rn.Name, nil
 }
 
 // victims picks up to n runners to retire: never-registered first (no GitHub
@@ -373,6 +393,20 @@ func (e *expectations) pending(pool types.NamespacedName, mark uint64, listed []
 		}
 	}
 	return len(m)
+}
+
+// names returns the names of the Runners still expected (pending's).
+func (e *expectations) names(pool types.NamespacedName) map[string]struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.byPl[pool]) == 0 {
+		return nil
+	}
+	out := make(map[string]struct{}, len(e.byPl[pool]))
+	for name := range e.byPl[pool] {
+		out[name] = struct{}{}
+	}
+	return out
 }
 
 func (e *expectations) forget(pool types.NamespacedName) {

@@ -154,3 +154,109 @@ func TestFinishedRunnersDoNotHideAssignedJobs(t *testing.T) {
 		})
 	}
 }
+
+// goneSource is assignedSource whose service still counts the jobs of runners whose
+// Runner is gone (their pod exited before the service said their job completed).
+type goneSource struct {
+	assignedSource
+	gone int
+}
+
+func (s goneSource) Runners(_ types.NamespacedName, tracked demand.PoolSnapshot, _ []v1alpha1.Runner) demand.PoolSnapshot {
+	var gone []string
+	for i := range s.gone {
+		gone = append(gone, fmt.Sprintf("ss-gone-%d", i))
+	}
+	return tracked.WithRunners(nil, nil, gone, 0)
+}
+
+// Runners gone before the service said their job completed still hold their job: the
+// service's count of assigned jobs has it, so the pool makes no runner for it
+// (burst-scaleset made runners as the burst's jobs completed, and retired them unused).
+func TestRunnersGoneBeforeTheirJobCompletedHoldTheirJob(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	pool := &v1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "ss"},
+		Spec: v1alpha1.RunnerPoolSpec{MaxRunners: 100}}
+	r := &Reconciler{Tracker: demand.NewTracker(demand.NewRouter(), clk), Failures: &controller.FailureBackoff{}, Clock: clk}
+	runners := []v1alpha1.Runner{runnerAt("ss-00001", v1alpha1.RunnerPending, 1, time.Second)}
+	for _, tt := range []struct {
+		name                   string
+		assigned, gone         int
+		wantToCreate, wantBusy int
+	}{
+		{name: "2 of 3 assigned jobs on runners gone, 1 waiting for the pending runner", assigned: 3, gone: 2, wantToCreate: 0, wantBusy: 2},
+		{name: "their jobs completed", assigned: 1, gone: 0, wantToCreate: 0, wantBusy: 0},
+		{name: "a new job besides", assigned: 4, gone: 2, wantToCreate: 1, wantBusy: 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st := &state{pool: pool, runners: runners, source: &goneSource{assignedSource{assigned: tt.assigned}, tt.gone}}
+			if _, err := r.observe(context.Background(), st); err != nil {
+				t.Fatal(err)
+			}
+			got := struct{ ToCreate, Busy int }{st.desired - st.active(), st.busy}
+			want := struct{ ToCreate, Busy int }{tt.wantToCreate, tt.wantBusy}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// answerSource is assignedSource whose count is that of the service's answer number
+// answer.
+type answerSource struct {
+	assignedSource
+	answer uint64
+}
+
+func (s answerSource) Runners(_ types.NamespacedName, tracked demand.PoolSnapshot, _ []v1alpha1.Runner) demand.PoolSnapshot {
+	return tracked.WithRunners(nil, nil, nil, s.answer)
+}
+
+// A scale-set pool's demand is the count of the service's last answer, which holds the
+// job of every runner alive when it was taken: a runner seen alive since that answer
+// that finished (its pod exited, the webhooks said its job completed, its Runner is
+// gone) keeps counting busy until the next answer lets go of its job, or the pool would
+// make a runner for a job that had one (TestScaleSetPoolScalesFromZeroAndBack: six
+// runners for four 100 ms jobs). One retired unused or failed holds nothing.
+func TestRunnersFinishedSinceTheAnswerHoldTheirJob(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	pool := &v1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "ss"},
+		Spec: v1alpha1.RunnerPoolSpec{MaxRunners: 100}}
+	r := &Reconciler{Tracker: demand.NewTracker(demand.NewRouter(), clk), Failures: &controller.FailureBackoff{}, Clock: clk}
+	finished := func(name string) v1alpha1.Runner {
+		rn := runnerAt(name, v1alpha1.RunnerIdle, 1, time.Minute)
+		rn.DeletionTimestamp = &metav1.Time{Time: clk.Now()} // its pod exited: removed
+		rn.Finalizers = []string{v1alpha1.Finalizer}
+		return rn
+	}
+	failed := runnerAt("ss-00004", v1alpha1.RunnerFailed, 4, time.Minute)
+	steps := []struct {
+		name                   string
+		answer                 uint64
+		assigned               int
+		runners                []v1alpha1.Runner
+		wantToCreate, wantBusy int
+	}{
+		{name: "answer 1: three jobs waiting, three runners pending", answer: 1, assigned: 3,
+			runners:      []v1alpha1.Runner{runnerAt("ss-00001", v1alpha1.RunnerPending, 0, time.Second), runnerAt("ss-00002", v1alpha1.RunnerPending, 0, time.Second), runnerAt("ss-00003", v1alpha1.RunnerPending, 0, time.Second), failed},
+			wantToCreate: 0},
+		{name: "still answer 1: one ran its job and is removed, one is gone, one failed: its job needs a runner", answer: 1, assigned: 3,
+			runners:      []v1alpha1.Runner{finished("ss-00001"), runnerAt("ss-00003", v1alpha1.RunnerFailed, 3, time.Second)},
+			wantToCreate: 1, wantBusy: 2},
+		{name: "answer 2: their jobs done, the failed runner's job still waits", answer: 2, assigned: 1,
+			runners:      []v1alpha1.Runner{finished("ss-00001"), runnerAt("ss-00003", v1alpha1.RunnerFailed, 3, time.Second)},
+			wantToCreate: 1, wantBusy: 0},
+	}
+	for _, tt := range steps {
+		st := &state{pool: pool, runners: tt.runners, source: &answerSource{assignedSource{assigned: tt.assigned}, tt.answer}}
+		if _, err := r.observe(context.Background(), st); err != nil {
+			t.Fatal(err)
+		}
+		got := struct{ ToCreate, Busy int }{st.desired - st.active(), st.busy}
+		want := struct{ ToCreate, Busy int }{tt.wantToCreate, tt.wantBusy}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+		}
+	}
+}

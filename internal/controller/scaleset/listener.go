@@ -45,6 +45,11 @@ type poolListener struct {
 	maxRunners int32
 	minIdle    int32
 	lis        *listener.Listener
+	// jobs is what the service's answers said of the pool's runners, committed with the
+	// count of the same answer (answer.go); told is the current answer's job messages,
+	// held until then.
+	jobs answerJobs
+	told []jobNews
 	// dead is the session a previous leader left open (its id from the pool's status),
 	// until this listener has closed it.
 	dead string
@@ -162,7 +167,7 @@ func (l *poolListener) connectAndListen(ctx context.Context) (active bool, err e
 			l.log.V(1).Info("Closed the scale set session")
 		}
 	}()
-	lis, err := listener.New(session, listener.Config{
+	lis, err := listener.New(newGatheringSession(session, l.m.Clock, l.m.gatherWindow()), listener.Config{
 		ScaleSetID: ss.ID,
 		MaxRunners: int(l.limits()),
 		Logger:     slog.New(logr.ToSlogHandler(l.log.V(2))),
@@ -300,59 +305,87 @@ func (l *poolListener) recordID(ctx context.Context, ss *scaleset.RunnerScaleSet
 	}
 }
 
-// The listener's Scaler.
+// The listener's Scaler. The listener calls HandleJobStarted and HandleJobCompleted
+// for the job messages of an answer, then HandleDesiredRunnerCount with the answer's
+// count: the job messages are held until the count, and both are then committed
+// together (answer.go), so that the pool never sees one without the other.
 
 // HandleDesiredRunnerCount receives statistics.totalAssignedJobs after every answer of
-// the long poll; the pool's desired runners follow it (RunnerPool controller).
+// the long poll (and after the session's opening statistics); the pool's desired
+// runners follow it (RunnerPool controller). It commits the answer's job messages with
+// it, then tells the Tracker of them.
 func (l *poolListener) HandleDesiredRunnerCount(_ context.Context, count int) (int, error) {
+	now := l.m.Clock.Now()
 	l.mu.Lock()
-	changed := !l.haveStats || l.assigned != count
+	told := l.told
+	l.told = nil
 	l.assigned, l.haveStats = count, true
+	running := 0
+	if st := l.status.Statistics; st != nil {
+		running = int(st.RunningJobs)
+	}
+	l.jobs.commit(told, running, now)
+	if len(told) > 0 {
+		t := metav1.NewTime(now)
+		l.status.LastMessageAt = &t
+	}
 	desired := max(0, min(count+int(l.minIdle), int(l.maxRunners)))
 	l.mu.Unlock()
-	if changed {
-		l.m.wake(l.key)
+	for _, n := range told {
+		l.observe(n)
 	}
+	// Every answer wakes the pool, even one that changed nothing: the runners that
+	// finished since the last held their jobs until this one (RunnerPool controller).
+	l.m.wake(l.key)
 	return desired, nil
 }
 
-// HandleJobStarted marks the runner busy, as an in_progress webhook would, and counts
-// the job's arrival, at its queue time, for the pool's prediction: the service tells a
-// scale set of a job when it starts, not when it is queued.
+// HandleJobStarted holds the news that a runner took a job until the answer's count
+// (HandleDesiredRunnerCount), which then marks the runner busy, as an in_progress
+// webhook would, and counts the job's arrival, at its queue time, for the pool's
+// prediction: the service tells a scale set of a job when it starts, not when it is
+// queued.
 func (l *poolListener) HandleJobStarted(_ context.Context, j *scaleset.JobStarted) error {
-	l.observe(demand.ActionInProgress, j.JobMessageBase, j.RunnerName, j.RunnerID)
-	at := j.QueueTime
-	if at.IsZero() {
-		at = l.m.Clock.Now()
-	}
-	l.m.Warm.Arrival(l.key, at)
+	l.hold(jobNews{action: demand.ActionInProgress, job: j.JobMessageBase, runnerName: j.RunnerName, runnerID: j.RunnerID})
 	return nil
 }
 
-// HandleJobCompleted ends the runner's job, as a completed webhook would.
+// HandleJobCompleted holds the news that a runner's job ended until the answer's count,
+// which then ends the runner's job, as a completed webhook would.
 func (l *poolListener) HandleJobCompleted(_ context.Context, j *scaleset.JobCompleted) error {
-	l.observe(demand.ActionCompleted, j.JobMessageBase, j.RunnerName, j.RunnerID)
+	l.hold(jobNews{action: demand.ActionCompleted, job: j.JobMessageBase, runnerName: j.RunnerName, runnerID: j.RunnerID})
 	return nil
 }
 
-func (l *poolListener) observe(action demand.Action, j scaleset.JobMessageBase, runnerName string, runnerID int) {
+func (l *poolListener) hold(n jobNews) {
+	l.mu.Lock()
+	l.told = append(l.told, n)
+	l.mu.Unlock()
+}
+
+// observe tells the Tracker of one job message.
+func (l *poolListener) observe(n jobNews) {
+	j := n.job
+	if n.action == demand.ActionInProgress {
+		at := j.QueueTime
+		if at.IsZero() {
+			at = l.m.Clock.Now()
+		}
+		l.m.Warm.Arrival(l.key, at)
+	}
 	id, err := strconv.ParseInt(j.JobID, 10, 64)
 	if err != nil || id == 0 {
 		id = -j.RunnerRequestID // not a workflow job id: keep it apart from them
 	}
 	sc, _ := github.ParseURL(l.cfg.url)
 	l.m.Tracker.Observe(demand.JobEvent{
-		Action: action,
+		Action: n.action,
 		Job: demand.Job{
 			ID: id, RunID: j.WorkflowRunID, Host: sc.Host, Owner: j.OwnerName, Repo: j.RepositoryName,
-			Labels: j.RequestLabels, RunnerName: runnerName, RunnerID: int64(runnerID), CreatedAt: j.QueueTime,
+			Labels: j.RequestLabels, RunnerName: n.runnerName, RunnerID: int64(n.runnerID), CreatedAt: j.QueueTime,
 		},
 		ObservedAt: l.m.Clock.Now(),
 	})
-	l.mu.Lock()
-	now := metav1.NewTime(l.m.Clock.Now())
-	l.status.LastMessageAt = &now
-	l.mu.Unlock()
 }
 
 // The listener's MetricsRecorder: the statistics go to the pool's status.

@@ -43,7 +43,8 @@ func newListenerWorld(t *testing.T, pool *v1alpha1.RunnerPool, setup func(*fakeS
 	}
 	clk := clock.RealClock{}
 	m := &Manager{Clients: svc, Client: c, Tracker: demand.NewTracker(demand.NewRouter(), clk), Warm: &warm.Observations{},
-		Clock: clk, Owner: "gantry-0", Log: logr.Discard(), BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond}
+		Clock: clk, Owner: "gantry-0", Log: logr.Discard(), BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
+		GatherWindow: 10 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = m.Start(ctx); close(done) }()

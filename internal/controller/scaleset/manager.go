@@ -39,12 +39,27 @@ type Manager struct {
 	// Backoff bounds the wait between attempts to connect after a failure, conflicts
 	// included: it starts at BackoffBase and doubles up to BackoffMax (1s, 30s).
 	BackoffBase, BackoffMax time.Duration
+	// GatherWindow is how long job messages gather on the service after an answer that
+	// was not full before the next long poll (gather.go); 0: DefaultGatherWindow,
+	// negative: none.
+	GatherWindow time.Duration
 
 	mu      sync.Mutex
 	ctx     context.Context // set while leading
 	pools   map[types.NamespacedName]*poolListener
 	notify  func(types.NamespacedName)
 	running sync.WaitGroup
+}
+
+// gatherWindow is GatherWindow with its default.
+func (m *Manager) gatherWindow() time.Duration {
+	switch {
+	case m.GatherWindow == 0:
+		return DefaultGatherWindow
+	case m.GatherWindow < 0:
+		return 0
+	}
+	return m.GatherWindow
 }
 
 // NeedLeaderElection: sessions are opened by the leader only.
@@ -217,6 +232,26 @@ func (m *Manager) Assigned(key types.NamespacedName) (n int, ok bool) {
 		return 0, false
 	}
 	return l.assignedJobs()
+}
+
+// Runners sorts the pool's runners (names) by what the service's answers said of them
+// up to the last: running a job, or finished with it; names the runners running a job
+// that are not among them (their Runner is gone, their JobCompleted not yet heard); and
+// numbers that answer. ok is false when the pool has no listener.
+func (m *Manager) Runners(key types.NamespacedName, names []string) (running, done, elsewhere []string, answer uint64, ok bool) {
+	if m == nil {
+		return nil, nil, nil, 0, false
+	}
+	m.mu.Lock()
+	l := m.pools[key]
+	m.mu.Unlock()
+	if l == nil {
+		return nil, nil, nil, 0, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	running, done, elsewhere = l.jobs.of(names)
+	return running, done, elsewhere, l.jobs.answer, true
 }
 
 // ScaleSetID returns the id of the pool's scale set, known to its listener or recorded

@@ -43,6 +43,22 @@ func (s Source) Demand(key types.NamespacedName, _ demand.PoolSnapshot, busy int
 	return demand.Demand{Queued: max(0, assigned-busy)}, ok
 }
 
+// Runners adds to tracked, the Tracker's word on the pool's runners, the listener's:
+// which run a job and which finished one as of the answer whose count Demand reads,
+// which runners run a job without a Runner any more, and which answer that is. The pool
+// counts its runners and the assigned jobs from the same answer.
+func (s Source) Runners(key types.NamespacedName, tracked demand.PoolSnapshot, runners []v1alpha1.Runner) demand.PoolSnapshot {
+	names := make([]string, len(runners))
+	for i := range runners {
+		names[i] = runners[i].Name
+	}
+	running, done, elsewhere, answer, ok := s.Manager.Runners(key, names)
+	if !ok {
+		return tracked
+	}
+	return tracked.WithRunners(running, done, elsewhere, answer)
+}
+
 // Status copies the listener's view of the scale set and its session into the pool's
 // status and its ScaleSetSession condition. A same-named scale set Gantry did not create
 // keeps the pool from being Ready.

@@ -35,6 +35,10 @@ type Source interface {
 	Follow(pool *v1alpha1.RunnerPool, floor int32)
 	// Forget stops following a pool that is gone or cannot be used. Idempotent.
 	Forget(key types.NamespacedName)
+	// Runners is tracked, the Tracker's word on which of the pool's runners run a job and
+	// which finished one, with the source's own word added where it has one, as of the
+	// demand Demand reads: a pass counts its runners and its demand from one moment.
+	Runners(key types.NamespacedName, tracked demand.PoolSnapshot, runners []v1alpha1.Runner) demand.PoolSnapshot
 	// Demand is the pool's demand: tracked is the Tracker's snapshot of the pool, busy the
 	// pool's busy runners. known is false while the source cannot tell yet (after a
 	// restart, before the service answered): nothing is retired then.

@@ -29,6 +29,11 @@ func (*Webhook) Follow(*v1alpha1.RunnerPool, int32) {}
 // Forget: nothing is held per pool.
 func (*Webhook) Forget(types.NamespacedName) {}
 
+// Runners: the Tracker's word is the webhooks'.
+func (*Webhook) Runners(_ types.NamespacedName, tracked demand.PoolSnapshot, _ []v1alpha1.Runner) demand.PoolSnapshot {
+	return tracked
+}
+
 // Demand is the Tracker's: the pool's queued jobs; known once demand was rebuilt from
 // GitHub after a start.
 func (*Webhook) Demand(_ types.NamespacedName, tracked demand.PoolSnapshot, _ int) (demand.Demand, bool) {

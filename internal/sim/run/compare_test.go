@@ -179,13 +179,13 @@ func TestCompareJudgesScaleSetBesideBurst(t *testing.T) {
 	}{
 		{"within 1.2× burst's", []*Report{burst, scaleSet(4.8, 1.2)}, []*regexp.Regexp{
 			regexp.MustCompile(`met\s+burst-scaleset\s+pickup p99 \(s\)\s+4\.80\s+\(target ≤ 1\.2× burst \(4\.80\)\)`),
-			regexp.MustCompile(`met\s+burst-scaleset\s+GitHub calls per job\s+1\.20\s+\(target ≤ 4\)`),
+			regexp.MustCompile(`met\s+burst-scaleset\s+GitHub calls per job\s+1\.20\s+\(target ≤ 1\.3\)`),
 			regexp.MustCompile(`burst-scaleset\s+pickup p99 \(s\)\s+—\s+4\.80\s+new\s+≤ 1\.2× burst \(4\.80\)\s+met`),
 			regexp.MustCompile(`burst-scaleset\s+Actions service calls per job\s+—\s+1\.19\s+new`),
 		}},
 		{"slower", []*Report{scaleSet(4.9, 4.5), burst}, []*regexp.Regexp{
 			regexp.MustCompile(`MISSED\s+burst-scaleset\s+pickup p99 \(s\)\s+4\.90\s+\(target ≤ 1\.2× burst \(4\.80\)\)`),
-			regexp.MustCompile(`MISSED\s+burst-scaleset\s+GitHub calls per job\s+4\.50\s+\(target ≤ 4\)`),
+			regexp.MustCompile(`MISSED\s+burst-scaleset\s+GitHub calls per job\s+4\.50\s+\(target ≤ 1\.3\)`),
 		}},
 		{"without burst", []*Report{scaleSet(1, 1)}, []*regexp.Regexp{
 			regexp.MustCompile(`not judged\s+burst-scaleset\s+pickup p99 \(s\)\s+target ≤ 1\.2× burst's: burst is not in this comparison`),
