@@ -28,7 +28,7 @@ type column struct {
 }
 
 // `kubectl get runnerpools` shows a pool's counts and readiness at a glance; -o wide adds
-// why it is not ready and where it registers. The Table is fetched from the API server
+// the architecture its runners are pinned to, why it is not ready and where it registers. The Table is fetched from the API server
 // exactly as kubectl asks for it.
 func TestRunnerPoolColumns(t *testing.T) {
 	ns := env.Namespace(t)
@@ -37,6 +37,7 @@ func TestRunnerPoolColumns(t *testing.T) {
 	w.create(pool)
 	pool.Status = v1alpha1.RunnerPoolStatus{
 		QueuedJobs: 3, DesiredRunners: 7, PendingRunners: 2, IdleRunners: 1, BusyRunners: 4, FailedRunners: 1,
+		Platform: &v1alpha1.PlatformStatus{OS: "linux", Arch: "arm64", Source: v1alpha1.PlatformFromNodes},
 		Conditions: []metav1.Condition{{
 			Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "CredentialsSecretNotFound",
 			Message: "credentials secret is missing", LastTransitionTime: metav1.Now(),
@@ -50,7 +51,7 @@ func TestRunnerPoolColumns(t *testing.T) {
 	wantCols := []column{
 		{"Name", "string", 0},
 		{"Queued", "integer", 0}, {"Desired", "integer", 0}, {"Pending", "integer", 0}, {"Idle", "integer", 0},
-		{"Busy", "integer", 0}, {"Failed", "integer", 0}, {"Outdated", "integer", 1}, {"Warm", "integer", 1}, {"Max", "integer", 0},
+		{"Busy", "integer", 0}, {"Failed", "integer", 0}, {"Outdated", "integer", 1}, {"Warm", "integer", 1}, {"Arch", "string", 1}, {"Max", "integer", 0},
 		{"Ready", "string", 0}, {"Reason", "string", 1}, {"URL", "string", 1},
 		{"Age", "date", 0},
 	}
@@ -66,7 +67,7 @@ func TestRunnerPoolColumns(t *testing.T) {
 		t.Fatalf("%d rows, want 1", len(table.Rows))
 	}
 	cells := table.Rows[0].Cells
-	want := []any{"linux-x64", 3.0, 7.0, 2.0, 1.0, 4.0, 1.0, 0.0, nil, 20.0, "False", "CredentialsSecretNotFound", "https://github.com/acme"}
+	want := []any{"linux-x64", 3.0, 7.0, 2.0, 1.0, 4.0, 1.0, 0.0, nil, "arm64", 20.0, "False", "CredentialsSecretNotFound", "https://github.com/acme"}
 	if diff := cmp.Diff(want, cells[:len(cells)-1]); diff != "" {
 		t.Errorf("the pool's row (-want +got):\n%s", diff)
 	}
