@@ -264,10 +264,7 @@ func (r *Reconciler) poolSlots(ctx context.Context, s *scope) (*poolSlots, error
 		return ps, nil
 	}
 	var sas corev1.ServiceAccountList
-	if err := r.APIReader.List(ctx, &sas, ctrl.InNamespace(s.runner.Namespace), ctrl.MatchingLabels{
-		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelPool: s.pool.Name,
-		v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookSlot,
-	}); err != nil {
+	if err := r.APIReader.List(ctx, &sas, ctrl.InNamespace(s.runner.Namespace), HookSlotsOf(s.pool)); err != nil {
 		return nil, fmt.Errorf("listing the pool's hook ServiceAccounts: %w", err)
 	}
 	ps = &poolSlots{loaded: true, slots: map[int]*slotState{}}
@@ -334,6 +331,24 @@ func (r *Reconciler) runnerExists(ctx context.Context, namespace, name string) (
 	return false, fmt.Errorf("reading runner %s: %w", name, err)
 }
 
+// HookSlotsOf selects the ServiceAccounts and namespaces of pool's hook slots.
+func HookSlotsOf(pool *v1alpha1.RunnerPool) ctrl.MatchingLabels {
+	return ctrl.MatchingLabels{
+		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelPool: pool.Name,
+		v1alpha1.LabelPoolNamespace: pool.Namespace, v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookSlot,
+	}
+}
+
+// IsHookSlotOf reports whether ns is a hook slot's namespace of pool, by its labels.
+func IsHookSlotOf(ns *corev1.Namespace, pool *v1alpha1.RunnerPool) bool {
+	for k, v := range HookSlotsOf(pool) {
+		if ns.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
 // slotLabels are the labels of slot n's ServiceAccount and namespace.
 func slotLabels(pool *v1alpha1.RunnerPool, n int) map[string]string {
 	return map[string]string{
@@ -376,8 +391,7 @@ func (r *Reconciler) ensureHookSlot(ctx context.Context, pool *v1alpha1.RunnerPo
 	err := r.APIReader.Get(ctx, types.NamespacedName{Name: ns}, existing)
 	switch {
 	case err == nil:
-		if existing.Labels[v1alpha1.LabelPool] != pool.Name || existing.Labels[v1alpha1.LabelPoolNamespace] != pool.Namespace ||
-			existing.Labels[v1alpha1.LabelWorkflowPod] != v1alpha1.ContainerHookSlot {
+		if !IsHookSlotOf(existing, pool) {
 			return fmt.Errorf("namespace %s exists and is not a container hook namespace of pool %s/%s: Gantry will not put a runner's hook there", ns, pool.Namespace, pool.Name)
 		}
 		if existing.DeletionTimestamp != nil {

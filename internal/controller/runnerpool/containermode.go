@@ -146,10 +146,7 @@ func (r *Reconciler) removeContainerMode(ctx context.Context, pool *v1alpha1.Run
 		return nil
 	}
 	var slots corev1.NamespaceList
-	if err := r.APIReader.List(ctx, &slots, client.MatchingLabels{
-		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelPool: pool.Name,
-		v1alpha1.LabelPoolNamespace: pool.Namespace, v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookSlot,
-	}); err != nil {
+	if err := r.APIReader.List(ctx, &slots, runner.HookSlotsOf(pool)); err != nil {
 		return fmt.Errorf("listing the pool's container hook namespaces: %w", err)
 	}
 	for i := range slots.Items {

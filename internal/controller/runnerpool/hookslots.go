@@ -48,10 +48,7 @@ func (r *Reconciler) pruneHookSlots(ctx context.Context, st *state) (reconcile.R
 		}
 	}
 	var sas corev1.ServiceAccountList
-	if err := r.APIReader.List(ctx, &sas, client.InNamespace(pool.Namespace), client.MatchingLabels{
-		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelPool: pool.Name,
-		v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookSlot,
-	}); err != nil {
+	if err := r.APIReader.List(ctx, &sas, client.InNamespace(pool.Namespace), runner.HookSlotsOf(pool)); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing the pool's container hook slots: %w", err)
 	}
 	hookSlotsPruned.Store(pool.UID, now)
@@ -95,8 +92,7 @@ func (r *Reconciler) deleteSlotNamespace(ctx context.Context, pool *v1alpha1.Run
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Name: ns}, obj); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if obj.Labels[v1alpha1.LabelPool] != pool.Name || obj.Labels[v1alpha1.LabelPoolNamespace] != pool.Namespace ||
-		obj.Labels[v1alpha1.LabelWorkflowPod] != v1alpha1.ContainerHookSlot || obj.DeletionTimestamp != nil {
+	if !runner.IsHookSlotOf(obj, pool) || obj.DeletionTimestamp != nil {
 		return nil
 	}
 	if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &obj.UID}); client.IgnoreNotFound(err) != nil {

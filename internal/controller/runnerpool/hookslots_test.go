@@ -38,14 +38,15 @@ func TestPruneHookSlots(t *testing.T) {
 			// (TestLastWritten covers managed fields).
 			CreationTimestamp: metav1.NewTime(now.Add(-claimed)),
 			Labels: map[string]string{
-				v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelPool: "k8s", v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookSlot,
-				runner.LabelHookSlot: strconv.Itoa(n), v1alpha1.LabelRunner: holder,
+				v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelPool: "k8s", v1alpha1.LabelPoolNamespace: "ci",
+				v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookSlot, runner.LabelHookSlot: strconv.Itoa(n), v1alpha1.LabelRunner: holder,
 			},
 		}}
 	}
 	slotNS := func(n int) *corev1.Namespace {
 		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ContainerHookSlotNamespace(pool, n), Labels: map[string]string{
-			v1alpha1.LabelPool: "k8s", v1alpha1.LabelPoolNamespace: "ci", v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookSlot}}}
+			v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelPool: "k8s", v1alpha1.LabelPoolNamespace: "ci",
+			v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookSlot}}}
 	}
 	live := v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "live"}}
 	ending := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "ending", Labels: map[string]string{v1alpha1.LabelPool: "k8s"}},
