@@ -35,13 +35,18 @@ type Options struct {
 	Name string
 	// Clock drives rate-limit blocking and the token and group caches. Default: real.
 	Clock clock.PassiveClock
-	// Transport sends requests. Default: http.DefaultTransport.
+	// Transport sends requests. Default: DefaultTransport.
 	Transport http.RoundTripper
 	// Timeout bounds each request. Default: 30s.
 	Timeout time.Duration
 	// UserAgent is sent with every request. Default: "gantry".
 	UserAgent string
 }
+
+// sharedTransport is the one DefaultTransport every Client without a Transport of its
+// own sends through, so that they share its connections as they shared
+// http.DefaultTransport's.
+var sharedTransport = sync.OnceValues(DefaultTransport)
 
 // NewClient returns a Client that authenticates with creds. App credentials get an
 // installation token through ghinstallation, cached until a minute before expiry.
@@ -56,7 +61,11 @@ func NewClient(creds Credentials, opts Options) (Client, error) {
 		opts.Clock = clock.RealClock{}
 	}
 	if opts.Transport == nil {
-		opts.Transport = http.DefaultTransport
+		t, err := sharedTransport()
+		if err != nil {
+			return nil, err
+		}
+		opts.Transport = t
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = 30 * time.Second

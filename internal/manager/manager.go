@@ -176,6 +176,25 @@ type Gantry struct {
 	WebhookListener net.Listener
 }
 
+// RequestsHTTPClient is the HTTP client of the manager's client (its creates, patches,
+// deletes and uncached reads): cfg's, on a connection to the API server of its own.
+// controller-runtime otherwise sends them and every informer's watch over one HTTP/2
+// connection, whose frames one goroutine on each side reads and writes. In a burst of
+// 500 jobs on two cores (`gantry sim run --scenario burst`) the watches of pods and
+// Runners then fell behind the 128 requests in flight beside them (a Runner, a Secret
+// and a pod per job): the API server cut them 40 to 48 times for not keeping up, and
+// each cut left the cache stale until the watch was made again. On two connections it
+// cut them 10 to 14 times, the API server spent 9 % less CPU, and the last runner pods
+// came about 10 % sooner.
+func RequestsHTTPClient(cfg *rest.Config) (*http.Client, error) {
+	c := rest.CopyConfig(cfg)
+	// client-go shares one transport, so one connection, between the clients of equal
+	// configurations; a dialer of the configuration's own (client-go's default one)
+	// makes it unequal.
+	c.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	return rest.HTTPClientFor(c)
+}
+
 // New assembles the manager. It binds the webhook listener at once; Start serves it.
 func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 	opts.defaults()
@@ -205,7 +224,13 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 	if err != nil {
 		return nil, err
 	}
+	requests, err := RequestsHTTPClient(cfg)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		// The client's requests on a connection of their own, apart from the watches.
+		Client:                        client.Options{HTTPClient: requests},
 		Scheme:                        Scheme(),
 		MapperProvider:                newRESTMapper,
 		Cache:                         cacheOpts,
