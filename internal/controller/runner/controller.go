@@ -144,6 +144,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 
 	s := &scope{runner: runner, pool: pool, before: runner.DeepCopy()}
 	r.recall(s)
+	r.recallJob(s)
 	defer func() {
 		later, perr := r.writeStatus(ctx, s)
 		if perr != nil && err == nil {

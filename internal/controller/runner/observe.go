@@ -27,9 +27,7 @@ import (
 func (r *Reconciler) observe(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
 	pod, rec := s.pod, s.pool.Spec.Recovery
 
-	if job, ok := r.Tracker.RunnerJob(s.runner.Name); ok && s.runner.Status.Job == nil {
-		s.runner.Status.Job = &v1alpha1.RunnerJob{ID: job.ID, RunID: job.RunID, Repository: job.Repository(), Workflow: job.Workflow}
-	}
+	r.recallJob(s) // done before the phases by Reconcile; again for callers that skip it
 	hasJob := s.runner.Status.Job != nil
 
 	if pod.DeletionTimestamp != nil {

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sync"
 	"time"
 
@@ -169,10 +170,47 @@ func (r *Reconciler) writeLater(s *scope) time.Duration {
 		// write that records it with Busy.
 		stored.Job = s.runner.Status.Job
 	}
+	if recheck > 0 {
+		tookJob(stored, s.runner.Status)
+	}
 	if !equalStatus(*stored, s.runner.Status) {
 		return 0
 	}
 	return left
+}
+
+// tookJob sets in stored what taking its job changed in the runner's working status:
+// Busy, the job, the Online condition. writeLater calls it while jobs wait in the
+// runner's pool, so that a new runner's first status write waits for the queue to empty
+// even after it took its job. A burst's Busy writes are the dearest the API server gets
+// from Gantry — about 3 ms of its CPU each, twice a Runner's create — and in a 5,000-job
+// burst 1,538 of them came while the pool's last runners and pods were still being
+// made. Until then the Tracker holds the job: the pool counts the runner busy
+// (runnerpool's isBusy), recallJob gives every reconcile the job, and GitHub refuses to
+// remove a runner running one (finalize). `kubectl get runners` shows the runner
+// Pending meanwhile; the pool's BUSY column counts it.
+func tookJob(stored *v1alpha1.RunnerStatus, working v1alpha1.RunnerStatus) {
+	if working.Phase != v1alpha1.RunnerBusy || working.Job == nil || stored.Job != nil {
+		return
+	}
+	if stored.Phase != v1alpha1.RunnerPending && stored.Phase != v1alpha1.RunnerIdle {
+		return
+	}
+	stored.Phase, stored.Job = working.Phase, working.Job
+	if c := meta.FindStatusCondition(working.Conditions, ConditionOnline); c != nil {
+		meta.SetStatusCondition(&stored.Conditions, *c)
+	}
+}
+
+// recallJob gives the working status the job the Tracker says the runner took, before
+// any phase runs: the stored status may not show it yet (tookJob).
+func (r *Reconciler) recallJob(s *scope) {
+	if r.Tracker == nil || s.runner.Status.Job != nil {
+		return
+	}
+	if job, ok := r.Tracker.RunnerJob(s.runner.Name); ok {
+		s.runner.Status.Job = &v1alpha1.RunnerJob{ID: job.ID, RunID: job.RunID, Repository: job.Repository(), Workflow: job.Workflow}
+	}
 }
 
 // podMade reports whether this process made the runner's pod, or found it, and its

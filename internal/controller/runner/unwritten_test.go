@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/demand"
 )
 
 // unwrittenWorld is a Reconciler on a fake API server holding one pool and one Runner
@@ -111,6 +113,67 @@ func TestRegistrationAndPodAreWrittenWithTheNextStatusWrite(t *testing.T) {
 	r.scopeOf(t, c, pool, rn.Name)
 	if r.unwritten.get(rn) != nil {
 		t.Error("still remembered after the stored status showed it all")
+	}
+}
+
+// While jobs wait in its pool, a new runner's Busy waits with its registration and pod:
+// one write once the queue empties (or firstWriteQueuedWait after they were made), and
+// meanwhile every reconcile sees the job (recallJob). With the queue empty it is written
+// at once.
+func TestBusyWaitsWhileJobsWaitInThePool(t *testing.T) {
+	ctx := context.Background()
+	r, c, pool, rn, s := registeredWithPod(t)
+	pool.UID, pool.Generation = "pool-uid", 1
+	r.Tracker = demand.NewTracker(demand.NewRouter(), r.Clock)
+	r.Tracker.Router().SetPool(demand.Pool{Key: ctrl.ObjectKeyFromObject(pool), Kind: demand.ScopeOrganization,
+		Host: "github.com", Owner: "acme", Labels: []string{"self-hosted", "linux"}})
+	job := func(id int64) demand.Job {
+		return demand.Job{ID: id, RunID: 3, Host: "github.com", Owner: "acme", Repo: "api", Labels: []string{"self-hosted", "linux"}}
+	}
+	r.Tracker.Observe(demand.JobEvent{Action: demand.ActionQueued, Job: job(7)})
+	r.Tracker.Observe(demand.JobEvent{Action: demand.ActionQueued, Job: job(8)}) // still waits for a runner
+	if later, err := r.writeStatus(ctx, s); err != nil || later != queuedRecheck {
+		t.Fatalf("writeStatus: wait %s, %v; want the write put off, looked at again in %s", later, err, queuedRecheck)
+	}
+	taken := job(7)
+	taken.RunnerName = rn.Name
+	r.Tracker.Observe(demand.JobEvent{Action: demand.ActionInProgress, Job: taken})
+
+	busy := func() *scope {
+		t.Helper()
+		next := r.scopeOf(t, c, pool, rn.Name)
+		r.recallJob(next)
+		if j := next.runner.Status.Job; j == nil || j.ID != 7 {
+			t.Fatalf("the reconcile's status has job %+v; want the Tracker's job 7", j)
+		}
+		next.runner.Status.Phase = v1alpha1.RunnerBusy
+		setOnline(next, "the runner took a job")
+		return next
+	}
+	stored := &v1alpha1.Runner{}
+	if later, err := r.writeStatus(ctx, busy()); err != nil || later != queuedRecheck {
+		t.Fatalf("writeStatus with Busy while job 8 waits: wait %s, %v; want it put off", later, err)
+	}
+	if err := c.Get(ctx, runnerKey(rn), stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.ResourceVersion != rn.ResourceVersion {
+		t.Fatalf("written while jobs wait: stored status %+v", stored.Status)
+	}
+
+	other := job(8)
+	other.RunnerName = "linux-other"
+	r.Tracker.Observe(demand.JobEvent{Action: demand.ActionInProgress, Job: other}) // the queue is empty now
+	if later, err := r.writeStatus(ctx, busy()); err != nil || later != 0 {
+		t.Fatalf("writeStatus with Busy, queue empty: wait %s, %v; want it written now", later, err)
+	}
+	if err := c.Get(ctx, runnerKey(rn), stored); err != nil {
+		t.Fatal(err)
+	}
+	st := stored.Status
+	if st.Phase != v1alpha1.RunnerBusy || st.Job == nil || st.Job.ID != 7 || st.GitHubRunnerID != 42 || st.PodName != rn.Name ||
+		!meta.IsStatusConditionTrue(st.Conditions, ConditionOnline) {
+		t.Errorf("stored status %+v; want one write of Busy, job 7, online, with the registration and the pod", st)
 	}
 }
 
