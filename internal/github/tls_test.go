@@ -42,7 +42,13 @@ func TestDefaultTransportKeepsTheConnectionsOfABurst(t *testing.T) {
 		var done sync.WaitGroup
 		for range calls {
 			done.Go(func() {
-				resp, err := c.Get(srv.URL)
+				req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
+				if err != nil {
+					t.Error(err)
+					arrived.Done()
+					return
+				}
+				resp, err := c.Do(req)
 				if err != nil {
 					t.Error(err)
 					arrived.Done() // never reached the handler

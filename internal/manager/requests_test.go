@@ -37,7 +37,11 @@ func TestRequestsHTTPClientHasAConnectionOfItsOwn(t *testing.T) {
 
 	get := func(c *http.Client) {
 		t.Helper()
-		resp, err := c.Get(srv.URL + "/version")
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/version", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

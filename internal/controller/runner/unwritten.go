@@ -1,10 +1,10 @@
 package runner
 
 import (
-	"k8s.io/apimachinery/pkg/api/meta"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
