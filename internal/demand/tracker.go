@@ -293,6 +293,13 @@ func (t *Tracker) HasQueued(pool PoolKey) bool {
 	return len(t.queued[pool]) > 0
 }
 
+// QueuedCount returns how many jobs routed to the pool wait for a runner.
+func (t *Tracker) QueuedCount(pool PoolKey) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.queued[pool])
+}
+
 // QueuedJobs returns the jobs queued for a pool, oldest first is not promised.
 func (t *Tracker) QueuedJobs(pool PoolKey) []Job {
 	t.mu.Lock()

@@ -171,7 +171,7 @@ func (r *Reconciler) writeLater(s *scope) time.Duration {
 		// write that records it with Busy.
 		stored.Job = s.runner.Status.Job
 	}
-	if recheck > 0 {
+	if r.inBurst(s) {
 		tookJob(stored, s.runner.Status)
 	}
 	if !equalStatus(*stored, s.runner.Status) {
@@ -180,16 +180,28 @@ func (r *Reconciler) writeLater(s *scope) time.Duration {
 	return left
 }
 
+// burstQueued is how many jobs must wait in a pool for it to be in a burst: more than
+// one round of the runners reconciled at once (the manager's RunnerConcurrency, 64 by
+// default). Steady arrivals keep a few jobs waiting, each for a runner on its way; a
+// burst keeps hundreds waiting while its runners and pods are made.
+const burstQueued = 64
+
+// inBurst reports whether at least burstQueued jobs wait in the runner's pool.
+func (r *Reconciler) inBurst(s *scope) bool {
+	return r.Tracker != nil && r.Tracker.QueuedCount(s.poolKey()) >= burstQueued
+}
+
 // tookJob sets in stored what taking its job changed in the runner's working status:
-// Busy, the job, the Online condition. writeLater calls it while jobs wait in the
-// runner's pool, so that a new runner's first status write waits for the queue to empty
-// even after it took its job. A burst's Busy writes are the dearest the API server gets
-// from Gantry — about 3 ms of its CPU each, twice a Runner's create — and in a 5,000-job
-// burst 1,538 of them came while the pool's last runners and pods were still being
-// made. Until then the Tracker holds the job: the pool counts the runner busy
+// Busy, the job, the Online condition. writeLater calls it while the runner's pool is in
+// a burst, so that a new runner's first status write waits, past its job's start, until
+// fewer than burstQueued jobs wait (looked at every queuedRecheck) or
+// firstWriteQueuedWait has passed. A burst's Busy writes are the dearest the API server
+// gets from Gantry — about 3 ms of its CPU each, twice a Runner's create — and in a
+// 5,000-job burst 1,538 of them came while the pool's last runners and pods were still
+// being made. Until then the Tracker holds the job: the pool counts the runner busy
 // (runnerpool's isBusy), recallJob gives every reconcile the job, and GitHub refuses to
-// remove a runner running one (finalize). `kubectl get runners` shows the runner
-// Pending meanwhile; the pool's BUSY column counts it.
+// remove a runner running one (finalize). `kubectl get runners` shows the runner without
+// a phase meanwhile; the pool's BUSY column counts it.
 func tookJob(stored *v1alpha1.RunnerStatus, working v1alpha1.RunnerStatus) {
 	if working.Phase != v1alpha1.RunnerBusy || working.Job == nil || stored.Job != nil {
 		return

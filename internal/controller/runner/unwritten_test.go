@@ -116,11 +116,11 @@ func TestRegistrationAndPodAreWrittenWithTheNextStatusWrite(t *testing.T) {
 	}
 }
 
-// While jobs wait in its pool, a new runner's Busy waits with its registration and pod:
-// one write once the queue empties (or firstWriteQueuedWait after they were made), and
-// meanwhile every reconcile sees the job (recallJob). With the queue empty it is written
-// at once.
-func TestBusyWaitsWhileJobsWaitInThePool(t *testing.T) {
+// While its pool is in a burst (burstQueued jobs or more waiting), a new runner's Busy
+// waits with its registration and pod: one write once fewer jobs wait (or
+// firstWriteQueuedWait after they were made), and meanwhile every reconcile sees the job
+// (recallJob). With a few jobs waiting, as steady arrivals keep, it is written at once.
+func TestBusyWaitsWhileItsPoolIsInABurst(t *testing.T) {
 	ctx := context.Background()
 	r, c, pool, rn, s := registeredWithPod(t)
 	pool.UID, pool.Generation = "pool-uid", 1
@@ -131,7 +131,9 @@ func TestBusyWaitsWhileJobsWaitInThePool(t *testing.T) {
 		return demand.Job{ID: id, RunID: 3, Host: "github.com", Owner: "acme", Repo: "api", Labels: []string{"self-hosted", "linux"}}
 	}
 	r.Tracker.Observe(demand.JobEvent{Action: demand.ActionQueued, Job: job(7)})
-	r.Tracker.Observe(demand.JobEvent{Action: demand.ActionQueued, Job: job(8)}) // still waits for a runner
+	for id := range int64(burstQueued) {
+		r.Tracker.Observe(demand.JobEvent{Action: demand.ActionQueued, Job: job(100 + id)}) // still wait for runners
+	}
 	if later, err := r.writeStatus(ctx, s); err != nil || later != queuedRecheck {
 		t.Fatalf("writeStatus: wait %s, %v; want the write put off, looked at again in %s", later, err, queuedRecheck)
 	}
@@ -152,7 +154,7 @@ func TestBusyWaitsWhileJobsWaitInThePool(t *testing.T) {
 	}
 	stored := &v1alpha1.Runner{}
 	if later, err := r.writeStatus(ctx, busy()); err != nil || later != queuedRecheck {
-		t.Fatalf("writeStatus with Busy while job 8 waits: wait %s, %v; want it put off", later, err)
+		t.Fatalf("writeStatus with Busy while %d jobs wait: wait %s, %v; want it put off", burstQueued, later, err)
 	}
 	if err := c.Get(ctx, runnerKey(rn), stored); err != nil {
 		t.Fatal(err)
@@ -161,11 +163,11 @@ func TestBusyWaitsWhileJobsWaitInThePool(t *testing.T) {
 		t.Fatalf("written while jobs wait: stored status %+v", stored.Status)
 	}
 
-	other := job(8)
+	other := job(100)
 	other.RunnerName = "linux-other"
-	r.Tracker.Observe(demand.JobEvent{Action: demand.ActionInProgress, Job: other}) // the queue is empty now
+	r.Tracker.Observe(demand.JobEvent{Action: demand.ActionInProgress, Job: other}) // the burst is over: 63 wait
 	if later, err := r.writeStatus(ctx, busy()); err != nil || later != 0 {
-		t.Fatalf("writeStatus with Busy, queue empty: wait %s, %v; want it written now", later, err)
+		t.Fatalf("writeStatus with Busy, %d jobs waiting: wait %s, %v; want it written now", burstQueued-1, later, err)
 	}
 	if err := c.Get(ctx, runnerKey(rn), stored); err != nil {
 		t.Fatal(err)
