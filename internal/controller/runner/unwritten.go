@@ -153,7 +153,8 @@ func (r *Reconciler) writeLater(s *scope) time.Duration {
 		return 0
 	}
 	wait, recheck := firstWriteWait, time.Duration(0)
-	if r.jobsQueued(s) {
+	burst := r.inBurst(s)
+	if burst || r.jobsQueued(s) {
 		wait, recheck = firstWriteQueuedWait, queuedRecheck
 	}
 	left := wait - r.Clock.Since(e.since)
@@ -171,7 +172,7 @@ func (r *Reconciler) writeLater(s *scope) time.Duration {
 		// write that records it with Busy.
 		stored.Job = s.runner.Status.Job
 	}
-	if r.inBurst(s) {
+	if burst {
 		tookJob(stored, s.runner.Status)
 	}
 	if !equalStatus(*stored, s.runner.Status) {
@@ -186,9 +187,16 @@ func (r *Reconciler) writeLater(s *scope) time.Duration {
 // burst keeps hundreds waiting while its runners and pods are made.
 const burstQueued = 64
 
-// inBurst reports whether at least burstQueued jobs wait in the runner's pool.
+// inBurst reports whether at least burstQueued jobs wait in the runner's pool: by the
+// Tracker (webhook demand, freshest) or by the pool's status.queuedJobs, which the pool
+// writes at most once a second from either demand source (a scale set's jobs are counted
+// from the service's answer, not held in the Tracker).
 func (r *Reconciler) inBurst(s *scope) bool {
-	return r.Tracker != nil && r.Tracker.QueuedCount(s.poolKey()) >= burstQueued
+	queued := int(s.pool.Status.QueuedJobs)
+	if r.Tracker != nil {
+		queued = max(queued, r.Tracker.QueuedCount(s.poolKey()))
+	}
+	return queued >= burstQueued
 }
 
 // tookJob sets in stored what taking its job changed in the runner's working status:

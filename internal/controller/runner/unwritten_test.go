@@ -179,6 +179,34 @@ func TestBusyWaitsWhileItsPoolIsInABurst(t *testing.T) {
 	}
 }
 
+// A scale-set pool's jobs are not held in the Tracker: the pool's status.queuedJobs says
+// it is in a burst, and a new runner's Busy waits, looked at again every queuedRecheck.
+func TestBusyWaitsWhileAScaleSetPoolIsInABurst(t *testing.T) {
+	ctx := context.Background()
+	r, c, pool, rn, s := registeredWithPod(t)
+	r.Tracker = demand.NewTracker(demand.NewRouter(), r.Clock)
+	pool.Status.QueuedJobs = burstQueued
+	taken := demand.Job{ID: 7, RunID: 3, Owner: "acme", Repo: "api", RunnerName: rn.Name}
+	r.Tracker.Observe(demand.JobEvent{Action: demand.ActionInProgress, Job: taken})
+	r.recallJob(s)
+	s.runner.Status.Phase = v1alpha1.RunnerBusy
+	setOnline(s, "the runner took a job")
+	if later, err := r.writeStatus(ctx, s); err != nil || later != queuedRecheck {
+		t.Fatalf("writeStatus with Busy, status.queuedJobs %d: wait %s, %v; want it put off, looked at again in %s", burstQueued, later, err, queuedRecheck)
+	}
+	pool.Status.QueuedJobs = burstQueued - 1
+	if later, err := r.writeStatus(ctx, s); err != nil || later != 0 {
+		t.Fatalf("writeStatus with Busy, status.queuedJobs %d: wait %s, %v; want it written now", burstQueued-1, later, err)
+	}
+	stored := &v1alpha1.Runner{}
+	if err := c.Get(ctx, runnerKey(rn), stored); err != nil {
+		t.Fatal(err)
+	}
+	if st := stored.Status; st.Phase != v1alpha1.RunnerBusy || st.Job == nil || st.Job.ID != 7 {
+		t.Errorf("stored status %+v; want Busy with job 7", st)
+	}
+}
+
 // A runner that takes no job has its registration and pod written firstWriteWait after
 // they were made: its status shows it registered within seconds.
 func TestRegistrationIsWrittenAfterFirstWriteWait(t *testing.T) {
