@@ -13,9 +13,9 @@ import (
 
 // A runner's registration and its pod are what register and ensurePod must never make
 // twice. They are recorded in the Runner's status, but not with a write of their own:
-// with the first status write the runner makes anyway — Busy once it takes a job (once
-// no job waits in its pool: tookJob), the Online condition once GitHub was asked, a
-// failure, a lease of cache volumes — or
+// with the first status write the runner makes anyway — Busy once it takes a job (in a
+// burst, once fewer than burstQueued jobs wait in its pool: tookJob), the Online
+// condition once GitHub was asked, a failure, a lease of cache volumes — or
 // firstWriteWait after they were made (firstWriteQueuedWait while jobs wait in its
 // pool), whichever comes first, so that a new runner's status shows it registered
 // within seconds. A runner made for a queued job takes it

@@ -123,7 +123,6 @@ func TestRegistrationAndPodAreWrittenWithTheNextStatusWrite(t *testing.T) {
 func TestBusyWaitsWhileItsPoolIsInABurst(t *testing.T) {
 	ctx := context.Background()
 	r, c, pool, rn, s := registeredWithPod(t)
-	pool.UID, pool.Generation = "pool-uid", 1
 	r.Tracker = demand.NewTracker(demand.NewRouter(), r.Clock)
 	r.Tracker.Router().SetPool(demand.Pool{Key: ctrl.ObjectKeyFromObject(pool), Kind: demand.ScopeOrganization,
 		Host: "github.com", Owner: "acme", Labels: []string{"self-hosted", "linux"}})
