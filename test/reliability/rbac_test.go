@@ -92,6 +92,13 @@ func TestLeastPrivilege(t *testing.T) {
 		err := cp.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: "rbac"}, &v1alpha1.RunnerPool{})
 		return apierrors.IsNotFound(err)
 	})
+	// The namespace's last pool is gone, so is its runner NetworkPolicy (the delete this
+	// scenario must reach); the next pool would otherwise race it for the namespace.
+	w.eventually("the runner NetworkPolicy deleted with the namespace's last pool", time.Minute, func() bool {
+		l, err := cp.kube.NetworkingV1().NetworkPolicies(w.ns).List(context.Background(),
+			metav1.ListOptions{LabelSelector: v1alpha1.LabelManagedBy + "=" + v1alpha1.ManagedByValue})
+		return err == nil && len(l.Items) == 0
+	})
 
 	// A pool without a cache: its runners exit 0 holding nothing, and their pods and
 	// Secrets are deleted many at a time (deletecollection).
