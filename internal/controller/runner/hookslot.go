@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -289,12 +290,7 @@ func (r *Reconciler) freeSlot(ctx context.Context, s *scope, ps *poolSlots) (int
 	for _, p := range pods.Items {
 		mounted[p.Spec.ServiceAccountName] = true
 	}
-	numbers := make([]int, 0, len(ps.slots))
-	for n := range ps.slots {
-		numbers = append(numbers, n)
-	}
-	slices.Sort(numbers)
-	for _, n := range numbers {
+	for _, n := range slices.Sorted(maps.Keys(ps.slots)) {
 		st := ps.slots[n]
 		if st.reserved || mounted[v1alpha1.ContainerHookSlotServiceAccountName(s.pool.Name, n)] ||
 			!r.slotUsable(v1alpha1.ContainerHookSlotNamespace(s.pool, n)) {

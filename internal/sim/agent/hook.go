@@ -7,9 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -329,12 +329,7 @@ func (h *hook) workflowPod(ctx context.Context, j *runnerapi.Job, template []byt
 	}
 	containers := []corev1.Container{{Name: JobContainerName, Image: j.Container, Command: []string{"tail"}, Args: []string{"-f", "/dev/null"},
 		Env: ciEnv, VolumeMounts: jobMounts}}
-	names := make([]string, 0, len(j.Services))
-	for n := range j.Services {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(j.Services)) {
 		image := j.Services[n]
 		containers = append(containers, corev1.Container{Name: serviceContainerName(image), Image: image, Env: ciEnv, VolumeMounts: serviceMounts})
 	}
