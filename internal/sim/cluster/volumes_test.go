@@ -128,11 +128,23 @@ func TestLocalVolumesPinPods(t *testing.T) {
 	if err := c.Client.Patch(ctx, node, cordon); err != nil {
 		t.Fatal(err)
 	}
+	// kube-scheduler learns of the cordon from its node watch: a pod created before
+	// that event reaches it is still bound to the node. Such a pod is deleted and made
+	// again, until the scheduler has seen the cordon.
 	blocked := podOf("blocked", pvc.Name)
 	why := ""
 	for ctx.Err() == nil && why == "" {
 		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(blocked), blocked); err != nil {
 			t.Fatal(err)
+		}
+		if blocked.Spec.NodeName != "" {
+			t.Logf("pod bound to %s before kube-scheduler saw the cordon; making it again", blocked.Spec.NodeName)
+			if err := c.Client.Delete(ctx, blocked, client.GracePeriodSeconds(0)); err != nil {
+				t.Fatal(err)
+			}
+			waitGone(blocked)
+			blocked = podOf("blocked", pvc.Name)
+			continue
 		}
 		for _, cond := range blocked.Status.Conditions {
 			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
@@ -142,7 +154,8 @@ func TestLocalVolumesPinPods(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if !VolumeBlocked(why) {
-		t.Errorf("a pod of a claim pinned to a cordoned node is unschedulable because %q; want the volume's node affinity", why)
+		t.Errorf("a pod of a claim pinned to a cordoned node is unschedulable because %q (bound to %q, %s); want the volume's node affinity",
+			why, blocked.Spec.NodeName, blocked.Status.Phase)
 	}
 	t.Logf("pinned to a cordoned node: %s", why)
 	if err := c.Client.Delete(ctx, blocked, client.GracePeriodSeconds(0)); err != nil {

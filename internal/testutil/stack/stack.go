@@ -186,14 +186,16 @@ func ManagerOptions(ns string) manager.Options {
 }
 
 // GantryGoroutines returns the stacks of the goroutines running Gantry's code or
-// controller-runtime's: what a manager that does not stop is still waiting for.
+// controller-runtime's (its manager, its controllers' workers and their work queues):
+// what a manager that does not stop is still waiting for.
 func GantryGoroutines() string {
 	var buf bytes.Buffer
 	_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
 	var keep []string
 	for _, g := range strings.Split(buf.String(), "\n\n") {
 		for _, pkg := range []string{"gantry/internal/controller", "gantry/internal/manager", "gantry/internal/demand",
-			"gantry/internal/github", "gantry/internal/warm", "controller-runtime/pkg/manager"} {
+			"gantry/internal/github", "gantry/internal/warm", "controller-runtime/pkg/manager", "controller-runtime/pkg/internal/controller",
+			"controller-runtime/pkg/controller/priorityqueue"} {
 			if strings.Contains(g, pkg) {
 				keep = append(keep, g)
 				break
