@@ -97,6 +97,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		if apierrors.IsNotFound(err) {
 			r.writes.forget(req.NamespacedName)
 			r.forgetRegistration(req.NamespacedName)
+			if r.Tracker != nil {
+				r.Tracker.ForgetRunner(req.Name) // finalize leaves it till now
+			}
 		}
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 	}

@@ -101,7 +101,10 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 	if err := r.removeHookObjects(ctx, runner, r.poolOf(ctx, runner)); err != nil { // containermode.go
 		return reconcile.Result{}, err
 	}
-	r.Tracker.ForgetRunner(runner.Name)
+	// The Tracker keeps the runner's finished job until the Runner is gone from the
+	// cache (Reconcile's NotFound): till then the pool still lists it, deleted and Busy,
+	// and counts it busy unless the Tracker says its job is done — against maxRunners,
+	// where a runner just made for a queued job would be retired to make room.
 	logger.V(1).Info("Runner removed")
 	controllerutil.RemoveFinalizer(runner, v1alpha1.Finalizer)
 	patch := controller.FinalizersPatch(runner)

@@ -6,9 +6,11 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
@@ -105,5 +107,39 @@ func TestFinalizeRemovesARunnerFromGitHubOnce(t *testing.T) {
 				t.Errorf("removed from GitHub %d times, want %d", n, tt.wantCalls)
 			}
 		})
+	}
+}
+
+// A runner whose job GitHub said completed stays done in the Tracker after its
+// finalizer is removed, until a reconcile finds the Runner gone: till then the pool
+// still lists it, deleted and Busy, and would count it busy against maxRunners and
+// retire a runner just made for a queued job (TestRestartRebuildsDemand saw one
+// retired and made again).
+func TestAFinishedRunnerStaysDoneUntilItIsGone(t *testing.T) {
+	ctx := context.Background()
+	r, c, _, rn := unwrittenWorld(t)
+	r.Sources = &source.Sources{Webhook: &recordingSource{}, ScaleSet: &recordingSource{}}
+	r.Tracker = demand.NewTracker(demand.NewRouter(), r.Clock)
+	job := demand.Job{ID: 9, RunnerName: rn.Name}
+	r.Tracker.Observe(demand.JobEvent{Action: demand.ActionInProgress, Job: job})
+	r.Tracker.Observe(demand.JobEvent{Action: demand.ActionCompleted, Job: job})
+	if err := c.Delete(ctx, rn); err != nil {
+		t.Fatal(err)
+	}
+	req := reconcile.Request{NamespacedName: runnerKey(rn)}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatalf("finalizing: %v", err)
+	}
+	if err := c.Get(ctx, runnerKey(rn), &v1alpha1.Runner{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the Runner after its finalizer was removed: %v; want it gone", err)
+	}
+	if !r.Tracker.Finished(rn.Name) {
+		t.Error("the Tracker forgot the runner's finished job before a reconcile found the Runner gone")
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatalf("reconciling the gone Runner: %v", err)
+	}
+	if _, ok := r.Tracker.RunnerJob(rn.Name); ok {
+		t.Error("the Tracker still holds the job of a Runner found gone")
 	}
 }
