@@ -286,13 +286,6 @@ func (t *Tracker) demandLocked(pool PoolKey) Demand {
 	return d
 }
 
-// HasQueued reports whether jobs routed to the pool wait for a runner.
-func (t *Tracker) HasQueued(pool PoolKey) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.queued[pool]) > 0
-}
-
 // QueuedCount returns how many jobs routed to the pool wait for a runner.
 func (t *Tracker) QueuedCount(pool PoolKey) int {
 	t.mu.Lock()

@@ -27,7 +27,6 @@ import (
 func (r *Reconciler) observe(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
 	pod, rec := s.pod, s.pool.Spec.Recovery
 
-	r.recallJob(s) // done before the phases by Reconcile; again for callers that skip it
 	hasJob := s.runner.Status.Job != nil
 
 	if pod.DeletionTimestamp != nil {

@@ -174,6 +174,13 @@ func setOnline(s *scope, message string) {
 
 // jobsQueued reports whether jobs routed to the runner's pool wait for a runner: the
 // runner was most likely made for one and takes it soon.
-func (r *Reconciler) jobsQueued(s *scope) bool {
-	return r.Tracker != nil && r.Tracker.HasQueued(s.poolKey())
+func (r *Reconciler) jobsQueued(s *scope) bool { return r.trackedQueued(s) > 0 }
+
+// trackedQueued returns how many jobs routed to the runner's pool wait for a runner, by
+// the Tracker.
+func (r *Reconciler) trackedQueued(s *scope) int {
+	if r.Tracker == nil {
+		return 0
+	}
+	return r.Tracker.QueuedCount(s.poolKey())
 }

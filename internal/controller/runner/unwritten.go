@@ -153,8 +153,9 @@ func (r *Reconciler) writeLater(s *scope) time.Duration {
 		return 0
 	}
 	wait, recheck := firstWriteWait, time.Duration(0)
-	burst := r.inBurst(s)
-	if burst || r.jobsQueued(s) {
+	tracked := r.trackedQueued(s)
+	burst := inBurst(s.pool, tracked)
+	if burst || tracked > 0 {
 		wait, recheck = firstWriteQueuedWait, queuedRecheck
 	}
 	left := wait - r.Clock.Since(e.since)
@@ -187,16 +188,12 @@ func (r *Reconciler) writeLater(s *scope) time.Duration {
 // burst keeps hundreds waiting while its runners and pods are made.
 const burstQueued = 64
 
-// inBurst reports whether at least burstQueued jobs wait in the runner's pool: by the
-// Tracker (webhook demand, freshest) or by the pool's status.queuedJobs, which the pool
+// inBurst reports whether at least burstQueued jobs wait in pool: by the Tracker
+// (tracked; webhook demand, freshest) or by the pool's status.queuedJobs, which the pool
 // writes at most once a second from either demand source (a scale set's jobs are counted
 // from the service's answer, not held in the Tracker).
-func (r *Reconciler) inBurst(s *scope) bool {
-	queued := int(s.pool.Status.QueuedJobs)
-	if r.Tracker != nil {
-		queued = max(queued, r.Tracker.QueuedCount(s.poolKey()))
-	}
-	return queued >= burstQueued
+func inBurst(pool *v1alpha1.RunnerPool, tracked int) bool {
+	return max(int(pool.Status.QueuedJobs), tracked) >= burstQueued
 }
 
 // tookJob sets in stored what taking its job changed in the runner's working status:
