@@ -3,8 +3,8 @@ package nodes
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
