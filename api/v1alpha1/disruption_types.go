@@ -39,7 +39,7 @@ type DisruptionSpec struct {
 	// rerun says which jobs killed under their runner Gantry re-runs: Never (the
 	// default) or InfrastructureFailures, each job whose runner died for a reason of the
 	// infrastructure re-run once, after its workflow run has completed. A job that failed
-	// on its own — its steps failed, it was cancelled, its container was OOM-killed
+	// on its own — its steps failed, it was canceled, its container was OOM-killed
 	// (unless rerunOOMKilled) — is never re-run. InfrastructureFailures needs the Actions
 	// write permission (`actions: write` for a GitHub App).
 	// +optional

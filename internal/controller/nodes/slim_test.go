@@ -38,9 +38,9 @@ func realNode(i int) *corev1.Node {
 			},
 			ManagedFields: []metav1.ManagedFieldsEntry{
 				{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &now, FieldsType: "FieldsV1",
-					FieldsV1: &metav1.FieldsV1{Raw: make([]byte, 2400)}, Subresource: "status"},
+					FieldsV1: metav1.NewFieldsV1(string(make([]byte, 2400))), Subresource: "status"},
 				{Manager: "karpenter", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &now, FieldsType: "FieldsV1",
-					FieldsV1: &metav1.FieldsV1{Raw: make([]byte, 600)}},
+					FieldsV1: metav1.NewFieldsV1(string(make([]byte, 600)))},
 			},
 		},
 		Spec: corev1.NodeSpec{
