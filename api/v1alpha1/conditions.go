@@ -97,6 +97,19 @@ const (
 	// ReasonNodeLost: the pod stayed terminating longer than nodeLostTimeout (its node is
 	// gone) and was force-deleted.
 	ReasonNodeLost = "NodeLost"
+	// ReasonNodeDeleted: the pod's node was deleted under it (a spot or preemptible
+	// node reclaimed, a node removed without a drain): the pod garbage collector
+	// removed the pod (DisruptionTarget DeletionByPodGC), or the pod is gone and so is
+	// its node.
+	ReasonNodeDeleted = "NodeDeleted"
+	// ReasonDrainTimeout: the runner ran a job on a node being drained (cordoned, or
+	// tainted for removal by cluster-autoscaler or Karpenter) for longer than the pool's
+	// disruption.drainTimeout, and Gantry deleted its pod so that the drain could end.
+	ReasonDrainTimeout = "DrainTimeout"
+	// ReasonOOMKilled: the runner container was killed for using more memory than its
+	// limit while it ran a job. Set only in a pool with disruption.rerunOOMKilled (which
+	// re-runs such a job); elsewhere the runner ends as any runner whose job ended.
+	ReasonOOMKilled = "OOMKilled"
 	// ReasonRegistrationTimeout: the pod ran for registrationTimeout without the runner
 	// coming online on GitHub.
 	ReasonRegistrationTimeout = "RegistrationTimeout"

@@ -102,6 +102,20 @@ type RunnerStatus struct {
 	// +kubebuilder:validation:MaxItems=8
 	Caches []RunnerCacheVolume `json:"caches,omitempty"`
 
+	// nodeName is the node the runner's pod was scheduled to, once it was: a runner
+	// whose pod vanished while it ran a job is told apart by it, its node deleted (a spot
+	// reclaim: NodeDeleted) or not.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	NodeName string `json:"nodeName,omitempty"`
+
+	// rerun is Gantry's record of re-running the job the runner was killed in, in a pool
+	// with disruption.rerun InfrastructureFailures: Waiting from the failure on (written
+	// with it), Done once the job was re-run, Skipped when there is nothing to re-run or
+	// GitHub refuses. A Failed runner is kept while its re-run is Waiting.
+	// +optional
+	Rerun *RunnerRerun `json:"rerun,omitempty"`
+
 	// containerHook is where the runner's container hook works (Kubernetes mode): the
 	// namespace of its anchor, workflow pod and step Secrets, and the ServiceAccount its
 	// pod's token is of. Set with the pod.
@@ -126,6 +140,8 @@ type RunnerStatus struct {
 // +kubebuilder:printcolumn:name="Job",type=integer,JSONPath=`.status.job.id`,description="The id of the workflow job the runner runs"
 // +kubebuilder:printcolumn:name="Repository",type=string,JSONPath=`.status.job.repository`,priority=1,description="The job's repository, OWNER/REPO"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,description="Why the runner failed"
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`,priority=1,description="The node the runner's pod runs on"
+// +kubebuilder:printcolumn:name="Rerun",type=string,JSONPath=`.status.rerun.state`,priority=1,description="Re-running the job the runner was killed in: Waiting (for its workflow run to complete), Done or Skipped"
 // +kubebuilder:printcolumn:name="Outdated",type=boolean,JSONPath=`.status.outdated`,description="Whether the runner's pod was made from an older pool template"
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1,description="What happened and what to check"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

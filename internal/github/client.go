@@ -75,6 +75,67 @@ type Client interface {
 	// RedeliverHookDelivery asks GitHub to send a delivery again. Not idempotent: each
 	// call is a new attempt. Unknown ids are NotFound. Needs App credentials.
 	RedeliverHookDelivery(ctx context.Context, scope Scope, id int64) error
+
+	// Workflow runs and re-runs (runs.go), all on a repository scope.
+	Runs
+}
+
+// Runs reads workflow runs and re-runs their jobs: what re-running a job killed by the
+// infrastructure needs. Every method takes a repository scope. The reads need the
+// Actions read permission, the re-runs Actions write (`actions: write` for a GitHub App,
+// the repo scope for a classic token): without it they are Unauthorized.
+type Runs interface {
+	// GetWorkflowRun returns the run's latest attempt. Conditional: the client keeps the
+	// last answer of each run not completed and sends its ETag, so polling a run GitHub
+	// has not changed is answered 304 Not Modified, not counted against the rate limit.
+	// A run that does not exist (or is another repository's) is NotFound. Read-only.
+	GetWorkflowRun(ctx context.Context, repo Scope, runID int64) (WorkflowRun, error)
+
+	// ListWorkflowRunJobs returns every execution of every job of the run, of every
+	// attempt (filter=all), every page. Read-only.
+	ListWorkflowRunJobs(ctx context.Context, repo Scope, runID int64) ([]WorkflowJob, error)
+
+	// RerunJob re-runs one job, and the jobs that need it, in a new attempt of its run
+	// (POST /repos/{owner}/{repo}/actions/jobs/{job_id}/rerun). Not idempotent: a second
+	// call once that attempt completed re-runs the job again, so callers read the run's
+	// jobs first. RunInProgress (403) while the run has not completed; NotRerunnable
+	// (403) when GitHub will not re-run it (50 re-runs, a job of an earlier attempt).
+	RerunJob(ctx context.Context, repo Scope, jobID int64) error
+
+	// RerunFailedJobs re-runs every job of the run's latest attempt that failed, was
+	// canceled or timed out, and the jobs that need them (POST …/runs/{run_id}/
+	// rerun-failed-jobs). Not idempotent, and errors as RerunJob's.
+	RerunFailedJobs(ctx context.Context, repo Scope, runID int64) error
+}
+
+// WorkflowRun is a workflow run's latest attempt.
+type WorkflowRun struct {
+	ID int64
+	// RunAttempt is the attempt, from 1; a re-run makes the next.
+	RunAttempt int64
+	// Status is queued, in_progress, completed (or waiting, requested, pending).
+	Status string
+	// Conclusion is set once the run completed: success, failure, cancelled, ….
+	Conclusion string
+}
+
+// Completed reports whether the run's latest attempt has completed.
+func (r WorkflowRun) Completed() bool { return r.Status == "completed" }
+
+// WorkflowJob is one execution of a job of a workflow run: each attempt that runs the
+// job makes a new execution, with an ID of its own.
+type WorkflowJob struct {
+	ID         int64
+	RunID      int64
+	RunAttempt int64
+	Name       string
+	// Status is queued, in_progress or completed; Conclusion, once completed, success,
+	// failure, cancelled, skipped, timed_out, ….
+	Status     string
+	Conclusion string
+	// RunnerName is the runner the execution ran on ("" if none took it).
+	RunnerName  string
+	CompletedAt time.Time
 }
 
 // JITConfigRequest describes a runner to register just in time.

@@ -29,6 +29,12 @@ const (
 	// installation id (404 on the installation token): the App was uninstalled or the
 	// id is wrong. IsUnauthorized is true for it too.
 	ReasonAppNotInstalled Reason = "AppNotInstalled"
+	// ReasonRunInProgress: GitHub re-runs a job only once its whole workflow run has
+	// completed (403 "… is already running"); ask again later.
+	ReasonRunInProgress Reason = "RunInProgress"
+	// ReasonNotRerunnable: GitHub will not re-run the job or run (403 "… cannot be
+	// retried"): it was re-run 50 times, or the job is not of the run's latest attempt.
+	ReasonNotRerunnable Reason = "NotRerunnable"
 )
 
 // ErrNoSuchRunnerGroup is wrapped by the NotFound error of a runner group lookup whose
@@ -89,6 +95,16 @@ func NewAppNotInstalledError(msg string, err error) error {
 	return &Error{Reason: ReasonAppNotInstalled, Message: msg, Err: err}
 }
 
+// NewRunInProgressError returns a RunInProgress error.
+func NewRunInProgressError(msg string, err error) error {
+	return &Error{Reason: ReasonRunInProgress, Message: msg, Err: err}
+}
+
+// NewNotRerunnableError returns a NotRerunnable error.
+func NewNotRerunnableError(msg string, err error) error {
+	return &Error{Reason: ReasonNotRerunnable, Message: msg, Err: err}
+}
+
 // ReasonOf returns the Reason of the first *Error in err's chain, or "" if there is none.
 func ReasonOf(err error) Reason {
 	if e, ok := errors.AsType[*Error](err); ok {
@@ -115,6 +131,12 @@ func IsUnauthorized(err error) bool {
 	r := ReasonOf(err)
 	return r == ReasonUnauthorized || r == ReasonAppNotInstalled
 }
+
+// IsRunInProgress reports whether err says the job's workflow run has not completed.
+func IsRunInProgress(err error) bool { return ReasonOf(err) == ReasonRunInProgress }
+
+// IsNotRerunnable reports whether err says GitHub will not re-run the job or run.
+func IsNotRerunnable(err error) bool { return ReasonOf(err) == ReasonNotRerunnable }
 
 // IsAppNotInstalled reports whether err says the App's installation does not exist.
 func IsAppNotInstalled(err error) bool { return ReasonOf(err) == ReasonAppNotInstalled }

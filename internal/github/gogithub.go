@@ -83,6 +83,7 @@ func NewClient(creds Credentials, opts Options) (Client, error) {
 		runnerPages: map[Scope][]runnerPage{},
 		runLists:    map[Scope]map[string]condPage{},
 		jobLists:    map[Scope]map[int64][]condPage{},
+		runPages:    map[runKey]condPage{},
 	}, nil
 }
 
@@ -103,12 +104,18 @@ type client struct {
 	// jobs (queuedjobs.go), with their ETags.
 	runLists map[Scope]map[string]condPage
 	jobLists map[Scope]map[int64][]condPage
+	// runPages are the last answers of GetWorkflowRun, per run, while it is not
+	// completed (runs.go).
+	runPages map[runKey]condPage
 }
 
 // hostClient talks to one API host. Its rate-limit state is shared by all scopes there.
 type hostClient struct {
 	api *gh.Client // authenticated with the token or the installation token
 	app *gh.Client // authenticated as the App (JWT); nil for a token
+	// installation is the App's installation token transport (its token's permissions,
+	// inspect.go); nil for a token.
+	installation *ghinstallation.Transport
 }
 
 type groupCache struct {
@@ -136,6 +143,7 @@ func (c *client) host(scope Scope) (*hostClient, error) {
 		a := c.creds.App
 		itr := ghinstallation.NewFromAppsTransport(ghinstallation.NewAppsTransportFromPrivateKey(rl, a.AppID, a.PrivateKey), a.InstallationID)
 		itr.BaseURL = strings.TrimSuffix(base, "/")
+		h.installation = itr
 		if h.api, err = c.newGitHub(scope, itr); err != nil {
 			return nil, err
 		}

@@ -3,6 +3,8 @@ package github
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 
 	gh "github.com/google/go-github/v88/github"
@@ -24,6 +26,25 @@ type Inspector interface {
 	// per 100 repositories) until it is found. A repository it cannot see is NotFound.
 	// Read-only.
 	RepositoryIsPublic(ctx context.Context, org Scope, repo string) (bool, error)
+
+	// ActionsWrite says whether the credentials may re-run workflow jobs in the scope's
+	// repositories, as far as GitHub tells: a GitHub App's installation token carries
+	// its permissions (actions: write), and every answer to a classic token lists its
+	// scopes in X-OAuth-Scopes (repo); a fine-grained token's permissions are not told
+	// (Known false). One request at most: an installation token (cached, as every call
+	// uses it) or GET /rate_limit, which does not count against the rate limit.
+	ActionsWrite(ctx context.Context, scope Scope) (Permission, error)
+}
+
+// Permission is what GitHub tells of one permission of the credentials.
+type Permission struct {
+	// Known is false when GitHub does not tell (a fine-grained token).
+	Known bool
+	// Granted is the answer, when Known.
+	Granted bool
+	// Has says what the credentials were seen to have: "actions: read", "scopes:
+	// admin:org, workflow", ….
+	Has string
 }
 
 // RunnerGroup is a runner group and who may use it.
@@ -106,4 +127,53 @@ func (c *client) RepositoryIsPublic(ctx context.Context, org Scope, repo string)
 		opts.Page = resp.NextPage
 	}
 	return false, NewNotFoundError(what+": not in the organization's repositories the credentials can see", nil)
+}
+
+func (c *client) ActionsWrite(ctx context.Context, scope Scope) (Permission, error) {
+	what := "reading the credentials' permissions on " + scope.Host
+	h, err := c.host(scope)
+	if err != nil {
+		return Permission{}, fmt.Errorf("%s: %w", what, err)
+	}
+	if h.installation != nil {
+		if _, err := h.installation.Token(ctx); err != nil {
+			return Permission{}, c.classify(err, what, nil)
+		}
+		perms, err := h.installation.Permissions()
+		if err != nil {
+			return Permission{}, fmt.Errorf("%s: %w", what, err)
+		}
+		level := perms.GetActions()
+		has := "actions: " + level
+		if level == "" {
+			has = "no actions permission"
+		}
+		return Permission{Known: true, Granted: level == "write", Has: has}, nil
+	}
+	req, err := h.api.NewRequest(ctx, http.MethodGet, "rate_limit", nil)
+	if err != nil {
+		return Permission{}, err
+	}
+	// GHES with rate limits off answers 404; the scopes header comes with any answer.
+	resp, err := h.api.Do(req, nil)
+	if resp == nil {
+		return Permission{}, c.classify(err, what, nil)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		return Permission{}, c.classify(err, what, nil)
+	}
+	scopes, classic := resp.Header[http.CanonicalHeaderKey("X-OAuth-Scopes")]
+	if !classic {
+		return Permission{}, nil
+	}
+	var list []string
+	for _, v := range scopes {
+		for sc := range strings.SplitSeq(v, ",") {
+			if sc = strings.TrimSpace(sc); sc != "" {
+				list = append(list, sc)
+			}
+		}
+	}
+	return Permission{Known: true, Granted: slices.Contains(list, "repo"), Has: "scopes: " + strings.Join(list, ", ")}, nil
 }
