@@ -76,6 +76,12 @@ func (d DisruptionSpec) DrainTimeoutOrDefault() time.Duration {
 	return durationOr(d.DrainTimeout, DefaultDrainTimeout)
 }
 
+// RerunsOOMKilled says whether the pool re-runs a job whose runner container was
+// OOM-killed: rerun InfrastructureFailures and rerunOOMKilled.
+func (d DisruptionSpec) RerunsOOMKilled() bool {
+	return d.RerunsInfrastructureFailures() && d.RerunOOMKilled
+}
+
 // RerunsInfrastructureFailures says whether the pool re-runs jobs killed by the
 // infrastructure.
 func (d DisruptionSpec) RerunsInfrastructureFailures() bool {

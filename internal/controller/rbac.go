@@ -47,6 +47,9 @@
 //     is deleted, ServiceAccount (delete) and namespace.
 //   - Nodes are cached (list, watch), every node slimmed to its labels, cordon, taints
 //     and conditions (internal/controller/nodes): one view for every pool and runner.
+//     A node cordoned or tainted for removal wakes the runners on it (runner/drain.go:
+//     idle ones retired, busy ones bounded by drainTimeout), and a runner pod gone
+//     with its node is told apart from one deleted (NodeDeleted).
 //     A pool's template that leaves the runners' OS or architecture open has
 //     status.platform read from the Ready nodes its pods can be scheduled on
 //     (runnerpool/platform.go), and a cache volume pinned to a node that is gone,
@@ -54,6 +57,14 @@
 //     is read fresh, get, before its volume is deleted). Without these rights (a
 //     namespaced install; checked once at start) no node is read: the pool takes
 //     linux/amd64 and status.platform says why, and every volume is taken to be usable.
+//   - PodDisruptionBudgets: one per pool (runnerpool/budget.go), selecting its runner
+//     pods and letting no eviction of a Ready one through, so that a drain never kills
+//     a job; written by server-side apply (patch; create the first time) once per pool
+//     per controller process, and deleted with the pool (owner reference). Only where
+//     nodes are read (a cluster-wide install).
+//   - Workflow runs and re-runs are GitHub's, not the cluster's: re-running a killed
+//     job (internal/controller/rerun) needs no right here but the Runners' status patch;
+//     its record is the failed Runner.
 //   - NetworkPolicies: the runner policy (internal/controller/netpol) is cached (list,
 //     watch: only Gantry's, by label), written by server-side apply (patch; create
 //     the first time) in every namespace that holds pools, and deleted with the last
@@ -76,5 +87,6 @@ package controller
 // +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update

@@ -35,6 +35,7 @@ import (
 	"github.com/gantry-dev/gantry/internal/controller"
 	"github.com/gantry-dev/gantry/internal/controller/netpol"
 	"github.com/gantry-dev/gantry/internal/controller/nodes"
+	"github.com/gantry-dev/gantry/internal/controller/rerun"
 	"github.com/gantry-dev/gantry/internal/controller/resync"
 	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/controller/runnerpool"
@@ -305,6 +306,12 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		FailedRetention: opts.FailedRunnerRetention, Warm: observations,
 		WatchedNamespaces: opts.Namespaces, HookNetworkPolicy: opts.RunnerNetworkPolicy, Nodes: nodeView,
 	}).SetupWithManager(mgr, opts.RunnerConcurrency); err != nil {
+		return nil, err
+	}
+
+	if err := (&rerun.Reconciler{
+		Client: mgr.GetClient(), GitHub: resolver, Events: mgr.GetEventRecorder("gantry-rerun"), Clock: clk,
+	}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 

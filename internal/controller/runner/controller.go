@@ -6,6 +6,8 @@
 //	pod.go       the runner pod, reading the JIT configuration from that Secret
 //	observe.go   pod and job state → phase
 //	stuck.go     failure detection for every container of a pod not running its agent
+//	drain.go     a node emptied on purpose: idle runners retired, busy ones bounded
+//	killed.go    a job killed by the infrastructure: told, counted, its re-run recorded
 //	online.go    Pending until GitHub lists the runner online, from one listing per scope
 //	rollout.go   the template hash a runner's pod was made from; outdated runners
 //	finalize.go  unregister from GitHub (a busy runner is kept), delete pod and Secret
@@ -80,6 +82,8 @@ type Reconciler struct {
 	anchors sync.Map
 	// unregistered: finalizing runners already removed from GitHub (finalize.go).
 	unregistered unregisteredRunners
+	// ends: the last state of deleted runner pods (killed.go).
+	ends podEnds
 }
 
 // scope is one reconcile's working set.
@@ -101,6 +105,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		if apierrors.IsNotFound(err) {
 			r.writes.forget(req.NamespacedName)
 			r.forgetRegistration(req.NamespacedName)
+			r.ends.forget(req.NamespacedName)
 			if r.Tracker != nil {
 				r.Tracker.ForgetRunner(req.Name) // finalize leaves it till now
 			}
@@ -172,6 +177,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		r.claimHookSlot, // hookslot.go
 		r.ensurePod,
 		r.containerHooks, // containermode.go
+		r.drain,
 		r.observe,
 	)
 }
@@ -218,6 +224,10 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
 	if equalStatus(s.before.Status, s.runner.Status) {
 		return nil
 	}
+	if s.pod != nil && s.pod.Spec.NodeName != "" {
+		// Written anyway: the pod's node goes with it, at no cost (killed.go reads it).
+		s.runner.Status.NodeName = s.pod.Spec.NodeName
+	}
 	from := s.runner.ResourceVersion
 	patch, err := controller.StatusPatch(s.before.Status, s.runner.Status)
 	if err != nil {
@@ -240,7 +250,8 @@ func (r *Reconciler) deleteRunner(ctx context.Context, rn *v1alpha1.Runner) erro
 	return nil
 }
 
-// expireFailed removes a Failed Runner once it has been visible for FailedRetention.
+// expireFailed removes a Failed Runner once it has been visible for FailedRetention and
+// no re-run of its killed job is waiting.
 // Until then it sees its pod go: the pod was deleted when the runner failed, and one
 // stuck terminating — its node gone too — is force-deleted after nodeLostTimeout.
 func (r *Reconciler) expireFailed(ctx context.Context, s *scope) (reconcile.Result, error) {
@@ -269,6 +280,11 @@ func (r *Reconciler) expireFailed(ctx context.Context, s *scope) (reconcile.Resu
 			// stuck terminating on a lost node with nothing left to force-delete it.
 			return res, nil
 		}
+	}
+	if s.runner.Status.Rerun.Pending() {
+		// Kept while its killed job waits to be re-run: it is the record (the rerun
+		// package). Its write of the record's end brings the runner back.
+		return res, nil
 	}
 	failedAt := s.runner.CreationTimestamp.Time
 	for _, c := range s.runner.Status.Conditions {

@@ -24,6 +24,9 @@ func TestDisrupted(t *testing.T) {
 		want   bool
 	}{
 		{"node lost", v1alpha1.ReasonNodeLost, nil, true},
+		{"node deleted", v1alpha1.ReasonNodeDeleted, nil, true},
+		{"drain bound", v1alpha1.ReasonDrainTimeout, nil, true},
+		{"OOM-killed job", v1alpha1.ReasonOOMKilled, nil, true},
 		{"drain (Eviction API)", v1alpha1.ReasonEvicted, withTarget("EvictionByEvictionAPI"), true},
 		{"preempted", v1alpha1.ReasonEvicted, withTarget("PreemptionByScheduler"), true},
 		{"taint manager", v1alpha1.ReasonEvicted, withTarget("DeletionByTaintManager"), true},

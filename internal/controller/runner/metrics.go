@@ -11,3 +11,10 @@ var runnerFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 }, []string{"namespace", "pool", "reason"})
 
 func init() { metrics.Registry.MustRegister(runnerFailures) }
+
+var jobsKilled = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "gantry_runner_jobs_killed_total",
+	Help: "Jobs killed with their runner by the infrastructure (node lost or deleted, eviction, drainTimeout), by pool and the runner's reason.",
+}, []string{"namespace", "pool", "reason"})
+
+func init() { metrics.Registry.MustRegister(jobsKilled) }

@@ -66,6 +66,9 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (reconcile.Result, b
 			return r.failEvicted(ctx, s)
 		}
 		if hasJob {
+			if oomKilled(pod) && s.pool.Spec.Disruption.RerunsOOMKilled() {
+				return r.failOOMKilled(ctx, s)
+			}
 			// The job ran; how it ended is GitHub's to report. The runner is done.
 			s.runner.Status.Phase = v1alpha1.RunnerSucceeded
 			return r.complete(ctx, s)
@@ -116,6 +119,7 @@ func (r *Reconciler) fail(ctx context.Context, s *scope, reason, message string)
 	})
 	r.Events.Eventf(s.runner, s.pool, corev1.EventTypeWarning, reason, "Fail", "%s", message)
 	runnerFailures.WithLabelValues(s.runner.Namespace, s.pool.Name, reason).Inc()
+	r.noteKilledJob(ctx, s, reason) // killed.go: the job, if the infrastructure killed it
 	if !disrupted(reason, s.pod) && s.pool.DeletionTimestamp.IsZero() {
 		// A pool being deleted loses its runners on purpose: none counts as a failure.
 		r.Failures.RecordFailure(s.poolKey(), reason, message)
@@ -147,15 +151,36 @@ func (r *Reconciler) reapStuckPod(ctx context.Context, pod *corev1.Pod, timeout 
 
 // failEvicted fails a runner whose pod was evicted, saying why: the kubelet's message
 // (node pressure), else the DisruptionTarget condition's (the Eviction API, preemption).
+// A pod the pod garbage collector marked because its node is gone fails NodeDeleted.
 func (r *Reconciler) failEvicted(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
 	why := s.pod.Status.Message
-	if c := podCondition(s.pod, corev1.DisruptionTarget); why == "" && c != nil {
+	c := podCondition(s.pod, corev1.DisruptionTarget)
+	if why == "" && c != nil {
 		why = c.Message
+	}
+	if c != nil && c.Status == corev1.ConditionTrue && c.Reason == podGCDisruption {
+		what := "before it ran a job"
+		if j := s.runner.Status.Job; j != nil {
+			what = fmt.Sprintf("while the runner ran job %d", j.ID)
+		}
+		return r.fail(ctx, s, v1alpha1.ReasonNodeDeleted, fmt.Sprintf(
+			"node %s was deleted %s (a spot reclaim, or a node removed without a drain): %s", s.pod.Spec.NodeName, what, why))
 	}
 	if s.runner.Status.Job != nil {
 		return r.fail(ctx, s, v1alpha1.ReasonEvicted, fmt.Sprintf("the runner's pod was evicted while running job %d: %s", s.runner.Status.Job.ID, why))
 	}
 	return r.fail(ctx, s, v1alpha1.ReasonEvicted, "the runner's pod was evicted before it ran a job: "+why)
+}
+
+// failOOMKilled fails a runner whose container was OOM-killed while it ran a job, in a
+// pool that re-runs such jobs (disruption.rerunOOMKilled): its job is re-run.
+func (r *Reconciler) failOOMKilled(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
+	job := "its job"
+	if j := s.runner.Status.Job; j != nil && j.ID > 0 {
+		job = fmt.Sprintf("job %d", j.ID)
+	}
+	return r.fail(ctx, s, v1alpha1.ReasonOOMKilled, fmt.Sprintf(
+		"the runner container was killed for using more memory than its limit while running %s; disruption.rerunOOMKilled re-runs it (raise the runner container's memory limit if it keeps happening)", job))
 }
 
 // complete removes a runner that finished: deleting the Runner runs finalize, which
@@ -186,14 +211,15 @@ func (r *Reconciler) completeExited(ctx context.Context, s *scope) (reconcile.Re
 }
 
 // disrupted reports whether a failure was the cluster's doing rather than the pool's:
-// a lost node, or an eviction through the Eviction API (a drain), by preemption or by
-// the taint manager. Those say nothing about the pool's template, so they do not count
+// a lost or deleted node, a drain's bound, an eviction through the Eviction API, by
+// preemption or by the taint manager — or a job's own memory (OOMKilled, set only for
+// a runner that ran a job). Those say nothing about the pool's template, so they do not count
 // toward its failure backoff — a drain of ten nodes must not stop the pool creating
 // runners for ten minutes. A kubelet's node-pressure eviction still counts: the
 // template's requests may be what is wrong.
 func disrupted(reason string, pod *corev1.Pod) bool {
 	switch reason {
-	case v1alpha1.ReasonNodeLost:
+	case v1alpha1.ReasonNodeLost, v1alpha1.ReasonNodeDeleted, v1alpha1.ReasonDrainTimeout, v1alpha1.ReasonOOMKilled:
 		return true
 	case v1alpha1.ReasonEvicted:
 		if pod == nil {

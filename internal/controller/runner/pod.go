@@ -71,6 +71,10 @@ func (r *Reconciler) ensurePod(ctx context.Context, s *scope) (reconcile.Result,
 			return reconcile.Result{RequeueAfter: time.Second}, false, nil
 		}
 		if s.runner.Status.Job != nil {
+			if reason, msg := r.vanishedUnder(ctx, s); reason != "" {
+				// Its node was deleted under it, or it was evicted (killed.go).
+				return r.fail(ctx, s, reason, msg)
+			}
 			// The job ran and the pod is gone: nothing is lost, the runner is done.
 			s.runner.Status.Phase = v1alpha1.RunnerSucceeded
 			return r.complete(ctx, s)

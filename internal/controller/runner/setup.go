@@ -6,12 +6,14 @@ import (
 
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -36,10 +38,26 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		})
 		return nil
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("runner").
 		For(&v1alpha1.Runner{}).
 		Owns(&corev1.Pod{}).
+		// The last state of a runner pod deleted: a pod the pod garbage collector removed
+		// (its node deleted) goes at once (killed.go).
+		Watches(&corev1.Pod{}, handler.Funcs{DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if p, ok := e.Object.(*corev1.Pod); ok && ownedByRunner(p) {
+				r.ends.deleted(p)
+			}
+		}})
+	if r.Nodes.Enabled() {
+		// A node emptied on purpose wakes the runners on it (drain.go): pods indexed by
+		// node, found in the cache.
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, indexPodNode, podNode); err != nil {
+			return err
+		}
+		b = b.Watches(&corev1.Node{}, r.nodeRunners())
+	}
+	return b.
 		// Kubernetes mode: the anchors and workflow pods in containerMode.namespace.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(hookPodRunner)).
 		// A changed template makes the pool's runners outdated (status.outdated).
@@ -80,4 +98,10 @@ func (r *Reconciler) poolRunners(ctx context.Context, pool client.Object) []reco
 		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: it.Namespace, Name: it.Name}})
 	}
 	return out
+}
+
+// ownedByRunner reports whether a pod is a runner pod: controlled by a Runner.
+func ownedByRunner(p *corev1.Pod) bool {
+	owner := metav1.GetControllerOf(p)
+	return owner != nil && owner.Kind == "Runner" && owner.APIVersion == v1alpha1.GroupVersion.String()
 }

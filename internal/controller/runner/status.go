@@ -19,6 +19,11 @@ const (
 	// ConditionPodRefused is True while the API server refuses to create the runner's
 	// pod; its message is the API server's. It is removed once the pod exists.
 	ConditionPodRefused = "PodRefused"
+	// ConditionDraining is True while the runner, running a job, holds up the drain of
+	// its node (cordoned, or tainted by an autoscaler about to remove it): set when the
+	// runner is first seen there, its LastTransitionTime the start of
+	// disruption.drainTimeout. Removed if the node is uncordoned (drain.go).
+	ConditionDraining = "Draining"
 )
 
 const (

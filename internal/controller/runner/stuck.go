@@ -57,6 +57,10 @@ func (r *Reconciler) checkStuck(ctx context.Context, s *scope, hasJob bool) (han
 		if t := rs.State.Terminated; t != nil {
 			// The runner exited while a sidecar (say Docker-in-Docker as an ordinary
 			// container) keeps the pod Running: the runner is done all the same.
+			if hasJob && oomKilled(pod) && s.pool.Spec.Disruption.RerunsOOMKilled() {
+				res, done, err = r.failOOMKilled(ctx, s)
+				return true, res, done, err
+			}
 			if t.ExitCode == 0 || hasJob {
 				s.runner.Status.Phase = v1alpha1.RunnerSucceeded
 				res, done, err = r.complete(ctx, s)

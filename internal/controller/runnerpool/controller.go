@@ -6,6 +6,7 @@
 //	               requeues merged by one rule (controller.LowestNonZeroResult):
 //	credentials.go   holdCredentials: the credentials Secret held while the pool uses it
 //	platform.go      platform: the OS and architecture runners are pinned to and register
+//	budget.go        disruptionBudget: the pool's PodDisruptionBudget, applied once
 //	follow.go        follow: configuration, idle floor, Router and demand source told
 //	observe.go       observe: runners counted, demand read once, desired computed
 //	scale.go         scale: creation with expectations, victim choice
@@ -83,6 +84,7 @@ type Reconciler struct {
 	statusWrites  statusWrites
 	platformReads platformReads
 	holds         answerHolds
+	budgets       budgetApplied
 }
 
 // Reconcile scales one pool: get it, drain it when deleted, ensure the finalizer, then
@@ -120,6 +122,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	for _, phase := range []func(context.Context, *state) (reconcile.Result, error){
 		r.holdCredentials,
 		r.platform,
+		r.disruptionBudget, // budget.go
 		r.follow,
 		r.observe,
 		r.scale,
@@ -145,6 +148,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.statusWrites.forget(key)
 	r.platformReads.forget(key)
 	r.holds.forget(key)
+	r.budgets.forget(key)
 	r.Failures.Forget(key)
 	r.Warm.Forget(key)
 	forgetMetrics(key)
