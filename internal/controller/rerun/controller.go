@@ -84,7 +84,9 @@ func pollInterval(sinceKill time.Duration) time.Duration {
 // killed jobs of a run are found in the cache, not listed.
 const indexRun = "gantry.rerun.run"
 
-func runIndexKey(repository string, runID int64) string { return fmt.Sprintf("%s#%d", repository, runID) }
+func runIndexKey(repository string, runID int64) string {
+	return fmt.Sprintf("%s#%d", repository, runID)
+}
 
 // SetupWithManager registers the controller: the Runners whose re-run is Waiting. It
 // runs in the leader only (controller-runtime's default).

@@ -62,4 +62,6 @@ func Count(namespace, pool, reason, result string) {
 
 // CountNotOptedIn counts a job killed in a pool that does not re-run: one it could have
 // saved.
-func CountNotOptedIn(namespace, pool, reason string) { Count(namespace, pool, reason, ResultNotOptedIn) }
+func CountNotOptedIn(namespace, pool, reason string) {
+	Count(namespace, pool, reason, ResultNotOptedIn)
+}

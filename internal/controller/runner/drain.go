@@ -137,7 +137,7 @@ func (r *Reconciler) holdDrain(ctx context.Context, s *scope, why string) (recon
 		log.FromContext(ctx).Info("Runner holds its node's drain until its job ends", "why", why, "drainTimeout", timeout)
 		meta.SetStatusCondition(&s.runner.Status.Conditions, metav1.Condition{
 			Type: ConditionDraining, Status: metav1.ConditionTrue, Reason: "NodeLeaving",
-			Message: fmt.Sprintf("%s: the runner finishes its job first, for at most disruption.drainTimeout (%s)", why, humanDuration(timeout)),
+			Message:            fmt.Sprintf("%s: the runner finishes its job first, for at most disruption.drainTimeout (%s)", why, humanDuration(timeout)),
 			LastTransitionTime: metav1.NewTime(now), ObservedGeneration: s.runner.Generation,
 		})
 		c = meta.FindStatusCondition(s.runner.Status.Conditions, ConditionDraining)

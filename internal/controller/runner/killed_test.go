@@ -50,7 +50,9 @@ func TestLeaving(t *testing.T) {
 		return n
 	}
 	taint := func(key, value string, effect corev1.TaintEffect) func(*corev1.Node) {
-		return func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Value: value, Effect: effect}) }
+		return func(n *corev1.Node) {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Value: value, Effect: effect})
+		}
 	}
 	now := metav1.Now()
 	tests := []struct {
