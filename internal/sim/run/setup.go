@@ -43,6 +43,9 @@ type world struct {
 	ctrl    *controller
 	agents  *agent.Agents
 	runners *runnerWatch
+	// disruptor plays the fault schedule's drains, reclaims and evictions, and keeps
+	// their record.
+	disruptor *disruptor
 	// cache plays the jobs' setup and measures the cache, when the scenario has a
 	// setup time or a cache; else nil.
 	cache *cacheMeter
@@ -132,6 +135,7 @@ func startWorld(ctx context.Context, sc Scenario, opts Options) (_ *world, err e
 	if w.agents, err = agent.New(w.cl.Config, namespace, agentOpts); err != nil {
 		return nil, err
 	}
+	w.disruptor = newDisruptor(w.cl, w.agents)
 	actx, cancelAgents := context.WithCancel(ctx)
 	agentsDone := make(chan struct{})
 	go func() { _ = w.agents.Run(actx); close(agentsDone) }()
