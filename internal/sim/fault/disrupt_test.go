@@ -49,62 +49,6 @@ func (f *fakeDisruptions) KillPods(_ context.Context, kind string, n int, resour
 	return []KilledPod{{Pod: "linux-b", Node: "n1", Job: 7}}, nil
 }
 
-func TestParseDisruptions(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      string
-		want    []Step
-		wantErr []string
-	}{
-		{
-			name: "every disruption",
-			in: `[{"at": "10s", "drain": {"pick": "idle", "timeout": "2m", "then": "uncordon"}},
-			      {"at": "10s", "drain": {"node": "kwok-node-1", "grace_period": "5s"}},
-			      {"at": "20s", "consolidate": {}},
-			      {"at": "30s", "spot_reclaim": {"pick": "busy"}},
-			      {"at": "40s", "kubelet_eviction": {"count": 2, "resource": "ephemeral-storage"}},
-			      {"at": "50s", "oom_kill": {}}]`,
-			want: []Step{
-				{At: d("10s"), Drain: &Drain{Pick: PickIdle, Timeout: d("2m"), Then: ThenUncordon}},
-				{At: d("10s"), Drain: &Drain{Node: "kwok-node-1", GracePeriod: new(d("5s"))}},
-				{At: d("20s"), Consolidate: &Drain{}},
-				{At: d("30s"), SpotReclaim: &SpotReclaim{Pick: PickBusy}},
-				{At: d("40s"), KubeletEviction: &PodKill{Count: 2, Resource: "ephemeral-storage"}},
-				{At: d("50s"), OOMKill: &PodKill{}},
-			},
-		},
-		{name: "a drain takes no for", in: `[{"at": "1s", "for": "1s", "drain": {}}]`, wantErr: []string{"takes no for"}},
-		{name: "unknown pick", in: `[{"at": "1s", "spot_reclaim": {"pick": "random"}}]`, wantErr: []string{"pick must be one of"}},
-		{name: "unknown then", in: `[{"at": "1s", "drain": {"then": "reboot"}}]`, wantErr: []string{"then must be uncordon or delete"}},
-		{name: "negative timeout", in: `[{"at": "1s", "consolidate": {"timeout": "-1s"}}]`, wantErr: []string{"must not be negative"}},
-		{name: "negative count", in: `[{"at": "1s", "kubelet_eviction": {"count": -1}}]`, wantErr: []string{"count must not be negative"}},
-		{name: "an OOM has no resource", in: `[{"at": "1s", "oom_kill": {"resource": "memory"}}]`, wantErr: []string{"oom_kill takes no resource"}},
-		{name: "a drain and a reclaim in one step", in: `[{"at": "1s", "drain": {}, "spot_reclaim": {}}]`, wantErr: []string{"exactly one of"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := Parse([]byte(tc.in))
-			if tc.wantErr != nil {
-				if err == nil {
-					t.Fatalf("Parse accepted %s", tc.in)
-				}
-				for _, w := range tc.wantErr {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q lacks %q", err, w)
-					}
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.want, got.Steps); diff != "" {
-				t.Errorf("Parse (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
 // TestRunPlaysDisruptions: each disruption step reaches its target with its defaults;
 // a drain runs in the background — the schedule goes on — and its injection ends when
 // the drain does; a drain cut short by the end of the run says so.

@@ -107,6 +107,13 @@ func TestDisruptionsReport(t *testing.T) {
 	if r.Clean() {
 		t.Error("a drain killed a busy runner and a killed job was never re-run, yet the disruptions are clean")
 	}
+	var page strings.Builder
+	if err := (&Report{Scenario: "d", Disruptions: r}).writeHTML(&page); err != nil {
+		t.Fatalf("report.html: %v", err)
+	}
+	if h := page.String(); !strings.Contains(h, "<h2>Disruptions</h2>") || !strings.Contains(h, "<td>drain_bound</td>") {
+		t.Errorf("report.html lacks the disruptions section or its kills")
+	}
 	clean := &DisruptionsReport{JobsKilledTotal: 3, JobsRerun: 3, JobsRerunGreen: 3, BusyRunnersKilledAtDrainBound: 1}
 	if !clean.Clean() || !(*DisruptionsReport)(nil).Clean() {
 		t.Error("every killed job green on its re-run, nothing killed by a drain: not clean")
