@@ -126,6 +126,9 @@ type Scenario struct {
 	// left red may yet be re-run.
 	Pipeline    *Pipeline     `json:"pipeline,omitempty"`
 	RerunSettle time.Duration `json:"rerun_settle,omitempty"`
+	// Disruption is the pool's spec.disruption: how long a busy runner holds up a
+	// drain, and whether jobs killed by the infrastructure are re-run.
+	Disruption *v1alpha1.DisruptionSpec `json:"disruption,omitempty"`
 
 	// ContainerJobs, when set, puts the pool in Kubernetes mode (spec.containerMode) and
 	// gives every burst or steady job a job container and services.
@@ -282,10 +285,11 @@ var Scenarios = withScaleSetVariants(map[string]Scenario{
 		Burst: 500, JobDuration: 10 * time.Second, MaxRunners: 20, Nodes: 10,
 		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
 	},
-	"cache":             cacheScenario,
-	"cache-off":         withoutCache(cacheScenario),
-	"disruptions":       disruptionsScenario,
-	"disruptions-short": shortDisruptions(disruptionsScenario),
+	"cache":                cacheScenario,
+	"cache-off":            withoutCache(cacheScenario),
+	"disruptions":          disruptionsScenario,
+	"disruptions-no-rerun": withoutRerun(disruptionsScenario),
+	"disruptions-short":    shortDisruptions(disruptionsScenario),
 	"container-jobs": {
 		Name: "container-jobs", Description: "a burst of 60 container jobs (container node:22, service postgres:17), 10 s each, on a pool in Kubernetes mode (workflow pods in ci-jobs); every 12th job's image never pulls (prepareJobTimeout 2m, imagePullGracePeriod 15s, failed runners kept 20 s)",
 		Burst: 60, JobDuration: 10 * time.Second, MaxRunners: 100, Nodes: 6,

@@ -3,6 +3,9 @@ package run
 import (
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/sim/fault"
 )
 
@@ -12,7 +15,9 @@ import (
 // while some jobs fail on their own (their steps fail; their runner container is
 // OOM-killed). GitHub's runner lease, about ten minutes, is a minute here
 // (RunnerLostTimeout): a runner killed mid-job is failed a minute or so later, its run
-// then completes, and only then can a job be re-run.
+// then completes, and only then can a job be re-run. The pool re-runs jobs killed by
+// the infrastructure (spec.disruption.rerun InfrastructureFailures) and lets a busy runner
+// hold up a drain for 2 minutes (drainTimeout): the longest unit jobs outlast it.
 
 // disruptionsPipeline: 50 runs over 3 minutes, each lint, a unit-test matrix of 3,
 // build (needs lint and unit) and e2e (needs build): 300 jobs, about four minutes a
@@ -49,13 +54,17 @@ var disruptionsScenario = Scenario{
 		"while nodes are drained (one with idle runners only, the busiest twice), consolidated, reclaimed as spot nodes, and runners are evicted by the kubelet or OOM-killed; " +
 		"GitHub's runner lease shortened to a minute",
 	Pipeline: &disruptionsPipeline, RerunSettle: time.Minute,
+	Disruption: &v1alpha1.DisruptionSpec{DrainTimeout: &metav1.Duration{Duration: 2 * time.Minute},
+		Rerun: v1alpha1.RerunInfrastructureFailures},
 	MinIdle: 8, MaxRunners: 250, Nodes: 8,
 	PodStartDelay: time.Second, RateLimits: noLimits,
 	RunnerLostTimeout: time.Minute,
-	NodeLostTimeout:   15 * time.Second, UnreachableToleration: 5 * time.Second, NodeMonitorGracePeriod: 20 * time.Second,
-	FailedRunnerRetention: 20 * time.Second,
-	Faults:                &DisruptionsSchedule,
-	Timeout:               20 * time.Minute,
+	// Nodes keep Kubernetes' heartbeat grace and pods its unreachable toleration: on a
+	// loaded machine kwok renews a lease late, and a 20 s grace with a 5 s toleration
+	// evicts pods no step disrupted (the taint manager's NoExecute evictions).
+	NodeLostTimeout: 15 * time.Second, FailedRunnerRetention: 20 * time.Second,
+	Faults:  &DisruptionsSchedule,
+	Timeout: 20 * time.Minute,
 }
 
 // shortDisruptions is the disruptions scenario at a fifth of its jobs, for make
@@ -74,6 +83,17 @@ func shortDisruptions(sc Scenario) Scenario {
 		{Name: "kubelet eviction", At: sec(90), KubeletEviction: &fault.PodKill{Count: 1}},
 		{Name: "runner container OOM-killed", At: sec(95), OOMKill: &fault.PodKill{Count: 1}},
 	}}
+	return sc
+}
+
+// withoutRerun is sc on a pool that has not opted in to re-runs (spec.disruption.rerun
+// Never): what its report calls jobs that could have been saved, the pool loses.
+func withoutRerun(sc Scenario) Scenario {
+	d := *sc.Disruption.DeepCopy()
+	d.Rerun = v1alpha1.RerunNever
+	sc.Disruption = &d
+	sc.Name = sc.Name + "-no-rerun"
+	sc.Description += "; the pool does not re-run jobs (spec.disruption.rerun Never)"
 	return sc
 }
 

@@ -209,6 +209,9 @@ func newPool(sc Scenario, simURL, name string) *v1alpha1.RunnerPool {
 	if sc.Warm != nil {
 		pool.Spec.Warm = sc.Warm.DeepCopy()
 	}
+	if sc.Disruption != nil {
+		pool.Spec.Disruption = *sc.Disruption.DeepCopy()
+	}
 	if sc.Cache != nil {
 		c := sc.Cache.DeepCopy()
 		if c.VolumeClaimTemplate.StorageClassName == nil {
