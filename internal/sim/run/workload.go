@@ -32,6 +32,8 @@ type workload struct {
 	spread [][]string
 	trace  *trace.Trace
 	speed  float64
+	// pipeline, when set, is queued instead: runs of jobs that need others.
+	pipeline *Pipeline
 	// unpullableEvery: every n-th job's container image never pulls (0: none).
 	unpullableEvery int
 }
@@ -48,7 +50,7 @@ func (wl workload) jobAt(i int) simgithub.JobSpec {
 
 func (s Scenario) workload() workload {
 	wl := workload{
-		burst: s.Burst, rate: s.Rate, steady: s.Steady, trace: s.Trace, speed: s.TraceSpeed,
+		burst: s.Burst, rate: s.Rate, steady: s.Steady, trace: s.Trace, speed: s.TraceSpeed, pipeline: s.Pipeline,
 		job: simgithub.JobSpec{Repo: org + "/app", Labels: s.jobLabels(), Duration: simgithub.Duration(s.JobDuration)},
 	}
 	if cj := s.ContainerJobs; cj != nil {
@@ -114,6 +116,9 @@ func queueWorkload(ctx context.Context, q jobQueue, wl workload, seed uint64, no
 	}
 	if wl.trace != nil {
 		return out, replay(ctx, q, wl, add)
+	}
+	if wl.pipeline != nil {
+		return out, queuePipeline(ctx, q, *wl.pipeline, wl.job.Labels, seed, add)
 	}
 	for i := 0; i < wl.burst; {
 		n := min(wl.burst-i, 256) // GitHub's matrix limit
