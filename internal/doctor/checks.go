@@ -22,6 +22,8 @@ const (
 	CheckRunnerGroup = "runner-group"
 	CheckWebhooks    = "webhooks"
 	CheckController  = "controller"
+	// CheckRerun runs for pools that re-run jobs killed by the infrastructure only.
+	CheckRerun = "rerun"
 	// CheckScaleSet runs for scale-set pools only.
 	CheckScaleSet = "scale-set"
 )
@@ -82,6 +84,9 @@ func checkGitHubSide(ctx context.Context, o Options, pool *v1alpha1.RunnerPool, 
 	}
 	add(Check{Name: CheckGitHub, Status: OK, Message: "GitHub accepts the credentials for " + scope.String() + " (a registration token was issued)"})
 	add(runnerGroupCheck(ctx, o, pool, gh, scope))
+	if pool.Spec.Disruption.RerunsInfrastructureFailures() {
+		add(rerunCheck(ctx, gh, scope))
+	}
 	if pool.UsesScaleSet() {
 		add(Check{Name: CheckWebhooks, Status: Skipped, Message: "does not apply: the pool's demand comes from runner scale set " + pool.ScaleSetName()})
 	} else {
@@ -346,6 +351,35 @@ func recentPublicCheck(ctx context.Context, c Check, insp github.Inspector, scop
 		c.Message = fmt.Sprintf("%s, which sent this pool a job lately, is public and runner group %q does not allow public repositories: its jobs wait until GitHub cancels them", r.Name, group.Name)
 		c.Fix = "in the runner group's settings, tick \"Allow public repositories\" (mind the risk: anyone's pull request can run there), or use another group"
 		return c
+	}
+	return c
+}
+
+// rerunCheck checks, for a pool that re-runs jobs killed by the infrastructure, that
+// GitHub lets its credentials re-run jobs: an App's installation has actions: write, a
+// classic token the repo scope. A fine-grained token's permissions are not told: the
+// check says what it needs and passes.
+func rerunCheck(ctx context.Context, gh github.Client, scope github.Scope) Check {
+	c := Check{Name: CheckRerun}
+	in, ok := gh.(github.Inspector)
+	if !ok {
+		c.Status, c.Message = Skipped, "not checked: these credentials cannot be inspected"
+		return c
+	}
+	p, err := in.ActionsWrite(ctx, scope)
+	switch {
+	case err != nil:
+		c = githubProblem(CheckRerun, scope, err)
+	case !p.Known:
+		c.Status = OK
+		c.Message = "the token's permissions are not told by GitHub (a fine-grained token): it needs Actions: Read and write on the repositories whose killed jobs are re-run"
+	case p.Granted:
+		c.Status = OK
+		c.Message = "the credentials may re-run jobs (" + p.Has + ")"
+	default:
+		c.Status, c.Result = Problem, FindingRerunNotPermitted
+		c.Message = "spec.disruption.rerun is InfrastructureFailures, but GitHub says the credentials may not re-run jobs (" + p.Has + "): killed jobs would stay failed"
+		c.Fix = "give the GitHub App the Actions: Read and write repository permission (and accept it on the installation), or the classic token the repo scope; or set spec.disruption.rerun: Never"
 	}
 	return c
 }

@@ -2,7 +2,8 @@
 // checks, in the order a job needs them, that the credentials Secret is found and
 // complete, that GitHub accepts the credentials for the pool's scope, that the runner
 // group exists and admits the repository (public repositories included), that the
-// controller has the pool Ready, what GitHub's delivery log says of the last webhook
+// credentials may re-run jobs where the pool re-runs those the infrastructure killed,
+// that the controller has the pool Ready, what GitHub's delivery log says of the last webhook
 // deliveries, and whether a webhook Service reached from outside the cluster is let
 // through by the controller's NetworkPolicy; given a repository and runs-on labels, it says which pool the job
 // routes to and why each other pool does not. `gantry doctor` is its command.
@@ -69,6 +70,10 @@ const (
 	// FindingWebhookBlockedByNetworkPolicy: the webhook Service is reached from outside
 	// the cluster and the controller's NetworkPolicy drops what comes from there.
 	FindingWebhookBlockedByNetworkPolicy Finding = "WebhookBlockedByNetworkPolicy"
+	// FindingRerunNotPermitted: the pool re-runs jobs killed by the infrastructure
+	// (spec.disruption.rerun InfrastructureFailures) and GitHub says its credentials may
+	// not (no Actions write).
+	FindingRerunNotPermitted Finding = "RerunNotPermitted"
 )
 
 // AllFindings lists every Finding, for the test that each has a troubleshooting entry.
@@ -77,7 +82,7 @@ var AllFindings = []Finding{
 	FindingCredentialsRejected, FindingScopeNotFound, FindingGitHubUnreachable, FindingRunnerGroupNotFound,
 	FindingRunnerGroupNotVisible, FindingRunnerGroupNoPublic, FindingPoolNotReconciled, FindingPoolNotReady,
 	FindingNoWebhookDeliveries, FindingWebhookSignatureInvalid, FindingWebhookDeliveryFailed, FindingNoPoolMatches,
-	FindingScaleSetNotConnected, FindingWebhookBlockedByNetworkPolicy,
+	FindingScaleSetNotConnected, FindingWebhookBlockedByNetworkPolicy, FindingRerunNotPermitted,
 }
 
 // Check is one question asked of one pool.

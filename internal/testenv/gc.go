@@ -10,9 +10,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-// GarbageCollector is kube-controller-manager running its garbage collector only: a
-// real cluster deletes an object's dependents once the object is gone (a Runner's pod
-// and Secret, through their owner references), and envtest runs no controller-manager.
+// GarbageCollector is kube-controller-manager running its garbage collector and its
+// disruption controller only: a real cluster deletes an object's dependents once the
+// object is gone (a Runner's pod and Secret, through their owner references), and
+// computes each PodDisruptionBudget's status, which the eviction API reads (a budget
+// whose status is not computed refuses every eviction); envtest runs no
+// controller-manager.
 type GarbageCollector struct {
 	cmd  *exec.Cmd
 	dir  string
@@ -45,7 +48,7 @@ func StartGarbageCollector(te *envtest.Environment, assets string) (*GarbageColl
 		return nil, err
 	}
 	cmd := exec.Command(filepath.Join(assets, "kube-controller-manager"), //nolint:noctx // stopped by stop, with its group
-		"--kubeconfig="+path, "--secure-port=0", "--leader-elect=false", "--controllers=garbagecollector")
+		"--kubeconfig="+path, "--secure-port=0", "--leader-elect=false", "--controllers=garbagecollector,disruption")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {

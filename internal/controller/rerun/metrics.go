@@ -53,7 +53,12 @@ var githubCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "GitHub requests made to re-run killed jobs, by kind: get_run (answered 304 Not Modified or not), list_jobs, rerun_job, rerun_failed_jobs.",
 }, []string{"kind"})
 
-func init() { metrics.Registry.MustRegister(rerunJobs, githubCalls) }
+func init() {
+	metrics.Registry.MustRegister(rerunJobs, githubCalls)
+	for _, kind := range []string{"get_run", "list_jobs", "rerun_job", "rerun_failed_jobs"} {
+		githubCalls.WithLabelValues(kind) // the series exist, at 0, from the start
+	}
+}
 
 // Count counts a killed job's result.
 func Count(namespace, pool, reason, result string) {

@@ -49,6 +49,9 @@ type Options struct {
 	ExtraNamespaces []string
 	// RunnerNetworkPolicy, if set, is the manager's (manager.Options.RunnerNetworkPolicy).
 	RunnerNetworkPolicy *networkingv1.NetworkPolicy
+	// RunnerLostTimeout is the simulator's job lease (simgithub.Options): a started job
+	// its runner stops renewing fails this long after. Zero: never.
+	RunnerLostTimeout time.Duration
 }
 
 // Stack is one test's simulator and manager.
@@ -75,6 +78,7 @@ func Start(t *testing.T, env *testenv.Env, ns string, o Options) *Stack {
 		RateLimits:            o.RateLimits,
 		ActionsSessionTimeout: o.ActionsSessionTimeout,
 		ActionsPollHold:       o.ActionsPollHold,
+		RunnerLostTimeout:     o.RunnerLostTimeout,
 	})
 	srv.Config.Handler = s.Sim
 	if o.TLS != nil {

@@ -73,6 +73,7 @@ func newWorldWith(t *testing.T, o stack.Options) *world {
 		ActionsSessionTimeout: o.ActionsSessionTimeout,
 		ActionsPollHold:       o.ActionsPollHold,
 		RunnerNetworkPolicy:   o.RunnerNetworkPolicy,
+		RunnerLostTimeout:     o.RunnerLostTimeout,
 	})
 	w.sim, w.simURL, w.gantry, w.hookURL = st.Sim, st.SimURL, st.Gantry, st.HookURL
 	return w

@@ -29,6 +29,7 @@ var podSecurityLevels = map[string]string{
 	"tool-cache.yaml":          "restricted",
 	"runnerpool-scaleset.yaml": "restricted",
 	"container-jobs.yaml":      "restricted",
+	"spot.yaml":                "restricted",
 }
 
 // admitRunnerPod creates, in a new namespace enforcing Pod Security level level, the pod

@@ -87,11 +87,12 @@ func TestRunnerColumns(t *testing.T) {
 	pending := &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "linux-x64-p2m8w"}, Spec: v1alpha1.RunnerSpec{PoolName: "linux-x64"}}
 	starting := &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "linux-x64-s5t3v"}, Spec: v1alpha1.RunnerSpec{PoolName: "linux-x64"}}
 	idle := &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "linux-x64-i6d1e"}, Spec: v1alpha1.RunnerSpec{PoolName: "linux-x64"}}
-	for _, r := range []*v1alpha1.Runner{busy, failed, pending, starting, idle} {
+	killed := &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "linux-x64-k3l1d"}, Spec: v1alpha1.RunnerSpec{PoolName: "linux-x64"}}
+	for _, r := range []*v1alpha1.Runner{busy, failed, pending, starting, idle, killed} {
 		w.create(r)
 	}
 	busy.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerBusy, Job: &v1alpha1.RunnerJob{ID: 4242, RunID: 77, Repository: "acme/api", Workflow: "ci"},
-		TemplateHash: "0123456789abcdef", Outdated: true}
+		TemplateHash: "0123456789abcdef", Outdated: true, NodeName: "node-3"}
 	failed.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerFailed, Reason: v1alpha1.ReasonImagePullFailed,
 		Message: `the runner image could not be pulled for 2m: Back-off pulling image "ghcr.io/acme/runner:nope"`}
 	pending.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerPending, Message: "waiting for GitHub's rate limit to reset"}
@@ -100,7 +101,9 @@ func TestRunnerColumns(t *testing.T) {
 	}
 	starting.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerPending, Conditions: onlineCond(metav1.ConditionFalse, "WaitingForGitHub")}
 	idle.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerIdle, Conditions: onlineCond(metav1.ConditionTrue, "Online")}
-	for _, r := range []*v1alpha1.Runner{busy, failed, pending, starting, idle} {
+	killed.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerFailed, Reason: v1alpha1.ReasonNodeDeleted, NodeName: "spot-1",
+		Job: &v1alpha1.RunnerJob{ID: 4343, RunID: 78, Repository: "acme/api"}, Rerun: &v1alpha1.RunnerRerun{State: v1alpha1.RerunWaiting}}
+	for _, r := range []*v1alpha1.Runner{busy, failed, pending, starting, idle, killed} {
 		if err := env.Client.Status().Update(w.ctx(), r); err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +112,8 @@ func TestRunnerColumns(t *testing.T) {
 	table := getTable(t, "/apis/gantry.dev/v1alpha1/namespaces/"+ns+"/runners")
 	wantCols := []column{
 		{"Name", "string", 0}, {"Pool", "string", 0}, {"Phase", "string", 0}, {"Online", "string", 0}, {"Job", "integer", 0},
-		{"Repository", "string", 1}, {"Reason", "string", 0}, {"Outdated", "boolean", 0}, {"Message", "string", 1}, {"Age", "date", 0},
+		{"Repository", "string", 1}, {"Reason", "string", 0}, {"Node", "string", 1}, {"Rerun", "string", 1},
+		{"Outdated", "boolean", 0}, {"Message", "string", 1}, {"Age", "date", 0},
 	}
 	if diff := cmp.Diff(wantCols, columns(table)); diff != "" {
 		t.Errorf("runner columns (-want +got):\n%s", diff)
@@ -119,11 +123,12 @@ func TestRunnerColumns(t *testing.T) {
 		rows[r.Cells[0].(string)] = r.Cells[1 : len(r.Cells)-1]
 	}
 	for name, want := range map[string][]any{
-		busy.Name:     {"linux-x64", "Busy", nil, 4242.0, "acme/api", nil, true, nil},
-		failed.Name:   {"linux-x64", "Failed", nil, nil, nil, "ImagePullFailed", nil, failed.Status.Message},
-		pending.Name:  {"linux-x64", "Pending", nil, nil, nil, nil, nil, "waiting for GitHub's rate limit to reset"},
-		starting.Name: {"linux-x64", "Pending", "False", nil, nil, nil, nil, nil},
-		idle.Name:     {"linux-x64", "Idle", "True", nil, nil, nil, nil, nil},
+		busy.Name:     {"linux-x64", "Busy", nil, 4242.0, "acme/api", nil, "node-3", nil, true, nil},
+		failed.Name:   {"linux-x64", "Failed", nil, nil, nil, "ImagePullFailed", nil, nil, nil, failed.Status.Message},
+		pending.Name:  {"linux-x64", "Pending", nil, nil, nil, nil, nil, nil, nil, "waiting for GitHub's rate limit to reset"},
+		starting.Name: {"linux-x64", "Pending", "False", nil, nil, nil, nil, nil, nil, nil},
+		idle.Name:     {"linux-x64", "Idle", "True", nil, nil, nil, nil, nil, nil, nil},
+		killed.Name:   {"linux-x64", "Failed", nil, 4343.0, "acme/api", "NodeDeleted", "spot-1", "Waiting", nil, nil},
 	} {
 		if diff := cmp.Diff(want, rows[name]); diff != "" {
 			t.Errorf("runner %s's row (-want +got):\n%s", name, diff)

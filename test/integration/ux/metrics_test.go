@@ -188,6 +188,50 @@ func exerciseEveryMetric(w *world) {
 		return m != nil && m.GetCounter().GetValue() == 1, nil
 	})
 
+	// A job killed with its runner — the kubelet evicts the pod under memory pressure —
+	// in a pool that does not re-run: counted killed, and as one it could have saved.
+	w.create(w.pool("killed").Labels("killed").MaxRunners(1).Obj())
+	long, err := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/api", Labels: []string{"killed"}, Duration: simgithub.Duration(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr := w.runnerWithPod("killed")
+	w.setPodRunning(kr.Name)
+	if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: kr.Name}, secret); err != nil {
+		t.Fatal(err)
+	}
+	killedAgent, err := runnerapi.NewClientFromJITConfig(string(secret.Data[runner.JITConfigKey]), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := killedAgent.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := killedAgent.NextJob(ctx, 10*time.Second); err != nil || got == nil || got.ID != long.ID {
+		t.Fatalf("NextJob = %+v, %v; want job %d", got, err, long.ID)
+	}
+	if err := killedAgent.StartJob(ctx, long.ID); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("the runner busy", 30*time.Second, func() (bool, error) {
+		for _, r := range w.runners("killed") {
+			if r.Name == kr.Name {
+				return r.Status.Phase == v1alpha1.RunnerBusy, nil
+			}
+		}
+		return false, nil
+	})
+	w.updatePodStatus(kr.Name, func(p *corev1.Pod) {
+		p.Status.Phase, p.Status.Reason = corev1.PodFailed, "Evicted"
+		p.Status.Message = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 60Mi. "
+	})
+	killed := map[string]string{"namespace": w.ns, "pool": "killed", "reason": v1alpha1.ReasonEvicted}
+	w.eventually("the killed job counted", 30*time.Second, func() (bool, error) {
+		m := findMetric(w.t, "gantry_runner_jobs_killed_total", killed)
+		r := findMetric(w.t, "gantry_rerun_jobs_total", map[string]string{"namespace": w.ns, "pool": "killed", "result": "NotOptedIn"})
+		return m != nil && m.GetCounter().GetValue() == 1 && r != nil && r.GetCounter().GetValue() == 1, nil
+	})
+
 	// Every GitHub call now answers 429: resync (every second) is rate limited once,
 	// then its calls are held back while the credential waits.
 	w.sim.SetFaults(simgithub.Faults{Endpoints: map[string]simgithub.EndpointFaults{"*": {ErrorRate: 1, ErrorStatus: 429}}})
