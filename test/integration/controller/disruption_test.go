@@ -494,7 +494,6 @@ func TestPoolNotOptedInRerunsNothing(t *testing.T) {
 	}
 }
 
-
 // simJob is the simulator's job id.
 func (w *world) simJob(id int64) simgithub.Job {
 	w.t.Helper()
