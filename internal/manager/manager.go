@@ -300,18 +300,20 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 	}).SetupWithManager(mgr, opts.Concurrency); err != nil {
 		return nil, err
 	}
+	reruns := &rerun.Reconciler{
+		Client: mgr.GetClient(), GitHub: resolver, Events: mgr.GetEventRecorder("gantry-rerun"), Clock: clk, Tracker: tracker,
+	}
 	if err := (&runner.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Births: births, GitHub: resolver, Tracker: tracker,
 		Sources: sources, Failures: failures, Events: mgr.GetEventRecorder("gantry-runner"), Clock: clk,
 		FailedRetention: opts.FailedRunnerRetention, Warm: observations,
 		WatchedNamespaces: opts.Namespaces, HookNetworkPolicy: opts.RunnerNetworkPolicy, Nodes: nodeView,
+		JobEvent: reruns.Wake,
 	}).SetupWithManager(mgr, opts.RunnerConcurrency); err != nil {
 		return nil, err
 	}
 
-	if err := (&rerun.Reconciler{
-		Client: mgr.GetClient(), GitHub: resolver, Events: mgr.GetEventRecorder("gantry-rerun"), Clock: clk,
-	}).SetupWithManager(mgr); err != nil {
+	if err := reruns.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 

@@ -22,15 +22,16 @@ import (
 //   - a node is lost with runner pods on it (idle and busy): its pods are deleted by
 //     the node lifecycle controller but stay terminating, no kubelet confirming; the
 //     runners fail as NodeLost after recovery.nodeLostTimeout and are replaced;
-//   - runner pods are evicted (a drain): the runners fail as Evicted and are replaced
-//     at once — a drain is not the pool's fault and does not make it back off;
+//   - a drain's eviction of a runner pod is refused by the pool's PodDisruptionBudget;
+//     runner pods are preempted: the runners fail as Evicted and are replaced at once —
+//     a disruption is not the pool's fault and does not make it back off;
 //   - the API server is unreachable briefly, then for longer than the leader's renew
 //     deadline (the controller loses its Lease, exits, and is restarted);
 //   - a ResourceQuota refuses runner pods: the pool is Degraded (PodsRefused) while it
 //     cannot make progress, and recovers by itself when the quota allows pods again.
 //
 // Through all of it: no job lost, no duplicate runner, no busy runner killed but those
-// on the lost node and on evicted pods.
+// on the lost node and on preempted pods.
 func TestKubernetesFaults(t *testing.T) {
 	t.Parallel()
 	s := scale()
@@ -82,12 +83,15 @@ func TestKubernetesFaults(t *testing.T) {
 		return true
 	})
 
-	// A drain evicts idle runners' pods.
+	// A drain's evictions of idle runners' pods are refused (the pool's budget: Gantry
+	// retires idle runners from a node being drained itself); the scheduler preempts
+	// them for pods of a higher priority, which no budget stops.
 	victims := w.idleRunnerPods(2)
+	w.eventually("the pool's PodDisruptionBudget refusing a drain's eviction", time.Minute, func() bool { return w.evictionRefused(victims[0]) })
 	evictedAt := time.Now()
 	for _, name := range victims {
-		w.fault(name, "evicted")
-		w.evict(name)
+		w.fault(name, "preempted")
+		w.preempt(name)
 	}
 	w.eventually("the evicted runners to fail as Evicted", time.Minute, func() bool {
 		return w.failedWith(v1alpha1.ReasonEvicted) == len(victims)
@@ -96,9 +100,9 @@ func TestKubernetesFaults(t *testing.T) {
 	replaced := time.Since(evictedAt)
 	w.fig.measure("evicted_to_replaced_seconds", round(replaced.Seconds()))
 	if c := meta.FindStatusCondition(w.getPool("kube").Status.Conditions, v1alpha1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue {
-		t.Errorf("a drain made the pool Degraded: %s: %s", c.Reason, c.Message)
+		t.Errorf("a preemption made the pool Degraded: %s: %s", c.Reason, c.Message)
 	}
-	w.fig.fault(fault{Kind: "runner pods evicted (drain)", Count: len(victims), Survived: !t.Failed(),
+	w.fig.fault(fault{Kind: "runner pods preempted (a drain's evictions refused)", Count: len(victims), Survived: !t.Failed(),
 		Detail: fmt.Sprintf("replaced in %.1fs", replaced.Seconds())})
 	w.eventually("the jobs running before the faults", 2*time.Minute, func() bool { return w.jobsIn(simgithub.StatusInProgress) == 0 })
 	w.patchMinIdle("kube", 0)

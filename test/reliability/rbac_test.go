@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,7 +25,8 @@ import (
 // The controller's RBAC is what it uses, no more. A controller bound only to the
 // generated ClusterRole (config/rbac/role.yaml, from internal/controller/rbac.go) runs
 // a pool through everything it does — leader election, runners registered, run and
-// removed, a runner whose pod is deleted, one evicted, one on a lost node
+// removed, a runner whose pod is deleted, one preempted (a drain's eviction refused by
+// the pool's PodDisruptionBudget first), one on a lost node
 // (force-deleted), a scale-down, the pool deleted and drained — and the API server's
 // audit log shows that no request was forbidden and that every verb granted was used.
 //
@@ -54,14 +56,16 @@ func TestLeastPrivilege(t *testing.T) {
 	w.eventually("the jobs", time.Minute, func() bool { return w.outstanding(ids) == 0 })
 	w.eventually("two idle runners", time.Minute, idle(2))
 
-	// A runner's pod is deleted by someone else; another's is evicted.
+	// A runner's pod is deleted by someone else; another's is preempted, after a drain's
+	// eviction was refused by the pool's PodDisruptionBudget.
 	victims := w.idleRunnerPods(2)
 	w.fault(victims[0], "pod deleted")
 	if err := cp.kube.CoreV1().Pods(w.ns).Delete(context.Background(), victims[0], metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
 	}
-	w.fault(victims[1], "evicted")
-	w.evict(victims[1])
+	w.eventually("the pool's PodDisruptionBudget refusing a drain's eviction", time.Minute, func() bool { return w.evictionRefused(victims[1]) })
+	w.fault(victims[1], "preempted")
+	w.preempt(victims[1])
 	w.eventually("the two runners failed and replaced", time.Minute, func() bool {
 		return w.failedWith(v1alpha1.ReasonPodDeleted) == 1 && w.failedWith(v1alpha1.ReasonEvicted) == 1 && idle(2)()
 	})
@@ -139,6 +143,10 @@ func TestLeastPrivilege(t *testing.T) {
 	// policy before the pool) is authorized as a create as well.
 	if used[permission{"networking.k8s.io", "networkpolicies", "patch"}] > 0 {
 		used[permission{"networking.k8s.io", "networkpolicies", "create"}]++
+	}
+	// So is each pool's PodDisruptionBudget (the pool's first reconcile creates it).
+	if used[permission{"policy", "poddisruptionbudgets", "patch"}] > 0 {
+		used[permission{"policy", "poddisruptionbudgets", "create"}]++
 	}
 	// An informer lists, then watches: client-go 1.36 lists through a watch with
 	// sendInitialEvents where the API server allows it, and falls back to list.
@@ -273,12 +281,42 @@ func (w *world) checkFinalizersRuleIsNeeded() {
 	_ = cp.c.Delete(ctx, owner)
 }
 
-// evict evicts a pod through the Eviction API, as a drain does.
-func (w *world) evict(name string) {
+// preempt preempts a pod as the scheduler does for a pod of higher priority — the
+// DisruptionTarget condition (PreemptionByScheduler), then a graceful delete — which no
+// PodDisruptionBudget stops. (A drain's eviction through the eviction API is refused
+// for a Ready runner pod: each pool's budget lets none through.)
+func (w *world) preempt(name string) {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := cp.kube.CoreV1().Pods(w.ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}}); err != nil {
+	pods := cp.kube.CoreV1().Pods(w.ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+			Reason: "PreemptionByScheduler", Message: "Preempted in order to admit critical pod", LastTransitionTime: metav1.Now()})
+		_, err = pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err
+	})
+	if err == nil {
+		err = pods.Delete(ctx, name, metav1.DeleteOptions{})
+	}
+	if err != nil {
+		w.t.Fatalf("preempting %s: %v", name, err)
+	}
+}
+
+// evictionRefused asks the eviction API to evict a pod, as a drain does, and reports
+// whether a PodDisruptionBudget refused it (429).
+func (w *world) evictionRefused(name string) bool {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := cp.kube.CoreV1().Pods(w.ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}})
+	if err != nil && !apierrors.IsTooManyRequests(err) {
 		w.t.Fatalf("evicting %s: %v", name, err)
 	}
+	return apierrors.IsTooManyRequests(err)
 }

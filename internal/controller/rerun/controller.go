@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -40,9 +42,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	gantrycontroller "github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/demand"
 	"github.com/gantry-dev/gantry/internal/github"
 )
 
@@ -55,21 +59,34 @@ type Reconciler struct {
 	GitHub *gantrycontroller.GitHubResolver
 	Events events.EventRecorder
 	Clock  clock.Clock
+	// Tracker, if set, gives Wake the job of a runner whose status does not record it
+	// yet (a new runner's first status write waits: runner/unwritten.go).
+	Tracker *demand.Tracker
 
 	runs runs
 	// finished are the Runners whose record this process wrote Done or Skipped, by UID:
 	// a reconcile on a cache that does not show that write yet leaves them alone.
 	finished sync.Map
+	// woken is when a job of each run (by runIndexKey) last started or ended on a Gantry
+	// runner (Wake).
+	woken sync.Map
+	// queue is the controller's work queue, for Wake; set when the controller starts.
+	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
 }
 
-// Polling a run: every half of the time since the job was killed, from minPoll up to
-// maxPoll. GitHub fails a killed job about ten minutes after the kill (its lease), so a
-// run is read about six times in the first ten minutes, then every five minutes; an
-// unchanged run is answered 304 Not Modified (GetWorkflowRun), not counted against the
-// rate limit.
+// Reading a run. A run is read again when a job of it starts or ends on one of
+// Gantry's runners — the killed job's own failure (GitHub's completed event names the
+// dead runner) included — so that a run whose last job ran on a Gantry runner is re-run
+// within moments of completing (Wake). Otherwise, for jobs Gantry does not see, it is
+// polled every third of the time since the kill, from minPoll up to maxPoll: about a
+// dozen reads in the ten minutes GitHub takes to fail a killed job (its lease), then one
+// every two minutes; an unchanged run is answered 304 Not Modified (GetWorkflowRun),
+// which GitHub does not count against the rate limit.
 const (
-	minPoll = 15 * time.Second
-	maxPoll = 5 * time.Minute
+	minPoll = 10 * time.Second
+	maxPoll = 2 * time.Minute
+	// minWakeRead is the least time between two readings of a run woken by its jobs.
+	minWakeRead = 2 * time.Second
 	// waitLimit is how long a record waits for its run to complete before Gantry gives
 	// up (Skipped, Refused): a self-hosted job may run five days, but a run still going
 	// three days after one of its jobs was killed is left to a person.
@@ -77,7 +94,7 @@ const (
 )
 
 func pollInterval(sinceKill time.Duration) time.Duration {
-	return min(max(sinceKill/2, minPoll), maxPoll)
+	return min(max(sinceKill/3, minPoll), maxPoll)
 }
 
 // indexRun indexes the Runners whose re-run is Waiting by their job's run: the other
@@ -104,11 +121,56 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		rn, ok := o.(*v1alpha1.Runner)
 		return ok && rn.Status.Rerun.Pending()
 	})
+	queue := source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		r.queue.Store(&q)
+		return nil
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("rerun").
 		For(&v1alpha1.Runner{}, builder.WithPredicates(waiting)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		WatchesRawSource(queue).
 		Complete(gantrycontroller.QuietOnShutdown(r))
+}
+
+// Wake says that the job of runner rn (a Runner's namespace and name) started or ended,
+// as GitHub's workflow_job event or a scale set's message told the demand Tracker: the
+// killed jobs waiting on that job's run are looked at again at once, the run read again
+// (at most every minWakeRead). The Runner controller calls it with each runner the
+// Tracker names; it only reads the cache.
+func (r *Reconciler) Wake(ctx context.Context, rn types.NamespacedName) {
+	q := r.queue.Load()
+	if q == nil {
+		return // not the leader, or not started
+	}
+	var repo string
+	var run int64
+	runner := &v1alpha1.Runner{}
+	if err := r.Client.Get(ctx, rn, runner); err == nil && runner.Status.Job != nil {
+		repo, run = runner.Status.Job.Repository, runner.Status.Job.RunID
+	} else if r.Tracker != nil {
+		if job, ok := r.Tracker.RunnerJob(rn.Name); ok {
+			repo, run = job.Repository(), job.RunID
+		}
+	}
+	if run == 0 {
+		return
+	}
+	idx := runIndexKey(repo, run)
+	var list v1alpha1.RunnerList
+	if err := r.Client.List(ctx, &list, client.InNamespace(rn.Namespace), client.MatchingFields{indexRun: idx}); err != nil || len(list.Items) == 0 {
+		return
+	}
+	r.woken.Store(idx, r.Clock.Now())
+	for _, o := range list.Items {
+		(*q).Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}})
+	}
+}
+
+// wokenSince reports whether a job of the run started or ended after t.
+func (r *Reconciler) wokenSince(job *v1alpha1.RunnerJob, t time.Time) bool {
+	v, ok := r.woken.Load(runIndexKey(job.Repository, job.RunID))
+	return ok && v.(time.Time).After(t)
 }
 
 // Reconcile moves one killed job's re-run along. Contract: the job is re-run at most
@@ -158,7 +220,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if left := settleAfterCall - now.Sub(e.called); left > 0 {
 		return reconcile.Result{RequeueAfter: left}, nil
 	}
-	if err := e.refresh(ctx, gh, key, now, every); err != nil {
+	maxAge := every
+	if r.wokenSince(rn.Status.Job, e.read) {
+		// A job of the run started or ended since it was read: read it again now.
+		maxAge = minWakeRead
+		every = min(every, 3*minPoll) // GitHub may take a moment to complete the run
+	}
+	if err := e.refresh(ctx, gh, key, now, maxAge); err != nil {
 		return r.githubFailed(ctx, rn, pool, err)
 	}
 	d := decide(self(rn), r.others(ctx, rn), e.run, e.jobs)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -226,10 +227,10 @@ func TestKilledJobIsRerunOnceAfterItsRunCompletes(t *testing.T) {
 	if res := rg.reconcile("linux-aaaaa"); res.RequeueAfter != minPoll {
 		t.Errorf("first look: requeue after %s, want %s", res.RequeueAfter, minPoll)
 	}
-	// Ten seconds later nothing is asked: the run was read less than 15 s ago.
-	rg.clk.Step(10 * time.Second)
+	// Five seconds later nothing is asked: the run was read less than 10 s ago.
+	rg.clk.Step(5 * time.Second)
 	rg.reconcile("linux-aaaaa")
-	// Ten minutes after the kill the run is read every 5 minutes.
+	// Ten minutes after the kill the run is read every 2 minutes.
 	rg.clk.Step(10 * time.Minute)
 	if res := rg.reconcile("linux-aaaaa"); res.RequeueAfter != maxPoll {
 		t.Errorf("ten minutes in: requeue after %s, want %s", res.RequeueAfter, maxPoll)
@@ -359,4 +360,48 @@ func TestRerunRefusalsAndEnds(t *testing.T) {
 			t.Errorf("record = %+v, want Waiting", got)
 		}
 	})
+}
+
+// A job of the run ending on a Gantry runner wakes the killed job's record: the run is
+// read again at once rather than at the next poll, and the job re-run as soon as the
+// run has completed.
+func TestAJobEndingWakesTheKilledJobsRecord(t *testing.T) {
+	keeper := &v1alpha1.Runner{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "linux-kkkkk", Labels: map[string]string{v1alpha1.LabelPool: "linux"}},
+		Spec:       v1alpha1.RunnerSpec{PoolName: "linux"},
+		Status:     v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerBusy, Job: &v1alpha1.RunnerJob{ID: 12, RunID: 7, Repository: "acme/api"}},
+	}
+	rg := newRig(t, rerunPool(), killedRunner("linux-aaaaa", 11), keeper)
+	rg.gh.jobs = []github.WorkflowJob{
+		{ID: 11, RunID: 7, RunAttempt: 1, Name: "build", Status: "completed", Conclusion: "failure", RunnerName: "linux-aaaaa"},
+		{ID: 12, RunID: 7, RunAttempt: 1, Name: "test", Status: "in_progress", RunnerName: "linux-kkkkk"},
+	}
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	rg.r.queue.Store(&q)
+	rg.clk.Step(10 * time.Minute) // the killed job failed; the run is read every 2 minutes now
+	rg.reconcile("linux-aaaaa")
+	rg.gh.complete(map[string]string{"build": "failure"})
+	rg.clk.Step(5 * time.Second)
+	rg.reconcile("linux-aaaaa") // not woken: the last reading is 5 s old, nothing asked
+	if got := rg.record("linux-aaaaa"); got.State != v1alpha1.RerunWaiting {
+		t.Fatalf("record = %+v before the wake, want Waiting", got)
+	}
+
+	rg.r.Wake(context.Background(), types.NamespacedName{Namespace: "ci", Name: "linux-kkkkk"})
+	if q.Len() != 1 {
+		t.Fatalf("the wake queued %d requests, want the killed job's record", q.Len())
+	}
+	req, _ := q.Get()
+	if req.Name != "linux-aaaaa" {
+		t.Errorf("woke %s, want linux-aaaaa", req.Name)
+	}
+	rg.clk.Step(minWakeRead)
+	rg.reconcile("linux-aaaaa")
+	if got := rg.record("linux-aaaaa"); got.State != v1alpha1.RerunDone {
+		t.Errorf("record = %+v after the wake, want Done", got)
+	}
+	if diff := cmp.Diff([]string{"get_run", "get_run", "list_jobs", "rerun_job"}, rg.gh.gotCalls()); diff != "" {
+		t.Errorf("GitHub calls (-want +got):\n%s", diff)
+	}
 }

@@ -111,7 +111,7 @@ func TestDecide(t *testing.T) {
 }
 
 func TestPollInterval(t *testing.T) {
-	for _, tt := range []struct{ since, want string }{{"0s", "15s"}, {"1m", "30s"}, {"8m", "4m"}, {"2h", "5m"}} {
+	for _, tt := range []struct{ since, want string }{{"0s", "10s"}, {"1m", "20s"}, {"3m", "1m"}, {"8m", "2m"}, {"2h", "2m"}} {
 		if got := pollInterval(mustDuration(t, tt.since)); got != mustDuration(t, tt.want) {
 			t.Errorf("pollInterval(%s) = %s, want %s", tt.since, got, tt.want)
 		}

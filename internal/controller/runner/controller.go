@@ -68,9 +68,12 @@ type Reconciler struct {
 	// HookNetworkPolicy is the runner NetworkPolicy (--runner-network-policy) put in each
 	// container hook namespace a runner gets (isolation Runner); nil: none.
 	HookNetworkPolicy *networkingv1.NetworkPolicy
-	// Nodes is the shared view of the nodes (a cache volume's node, cache.go); nil or
-	// disabled: every node is taken to be usable.
+	// Nodes is the shared view of the nodes (a cache volume's node, cache.go; a node
+	// being emptied, drain.go); nil or disabled: every node is taken to be usable.
 	Nodes *nodes.View
+	// JobEvent, if set, is told of each Runner whose job GitHub said started or ended
+	// (the rerun controller's Wake: a killed job's run is read again).
+	JobEvent func(ctx context.Context, runner types.NamespacedName)
 
 	writes    ownWrites
 	online    onlineRunners

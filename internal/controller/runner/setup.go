@@ -34,6 +34,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		r.Tracker.SetRunnerNotify(func(name string) {
 			for _, req := range r.runnerByName(ctx, name) {
 				q.Add(req)
+				if r.JobEvent != nil {
+					r.JobEvent(ctx, req.NamespacedName)
+				}
 			}
 		})
 		return nil

@@ -133,12 +133,12 @@ func (w *world) confirmDeletions() {
 
 // drainNode plays `kubectl drain`: cordon, then evict each of the node's pods, an
 // eviction refused (429) retried every retry, each pod waited for until gone, while
-// the kubelet confirms deletions. It returns, per pod, how many evictions were refused,
-// and when the drain finished.
-func (w *world) drainNode(node string, pods []string, retry, timeout time.Duration) (map[string]int, time.Time) {
+// the kubelet confirms deletions. It returns, per pod, how many evictions were refused
+// and when the drain saw it gone, and when the drain finished.
+func (w *world) drainNode(node string, pods []string, retry, timeout time.Duration) (map[string]int, map[string]time.Time, time.Time) {
 	w.t.Helper()
 	w.cordon(node)
-	refused := map[string]int{}
+	refused, gone := map[string]int{}, map[string]time.Time{}
 	left := slices.Clone(pods)
 	deadline := time.Now().Add(timeout)
 	for len(left) > 0 {
@@ -151,7 +151,8 @@ func (w *world) drainNode(node string, pods []string, retry, timeout time.Durati
 			err := w.evictPod(p)
 			switch {
 			case apierrors.IsNotFound(err):
-				continue // gone
+				gone[p] = time.Now()
+				continue
 			case apierrors.IsTooManyRequests(err):
 				refused[p]++
 			case err != nil:
@@ -165,7 +166,7 @@ func (w *world) drainNode(node string, pods []string, retry, timeout time.Durati
 			time.Sleep(retry)
 		}
 	}
-	return refused, time.Now()
+	return refused, gone, time.Now()
 }
 
 // budgetReady waits for the pool's PodDisruptionBudget to count n healthy runner pods.
@@ -188,10 +189,17 @@ func TestDrainWaitsForBusyRunnersNotIdleOnes(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	w.createNode("node-a")
-	w.create(w.pool("drain").MinIdle(1).MaxRunners(4).Obj())
-	idle := w.newRunner("drain")
+	w.create(w.pool("drain").MaxRunners(4).Obj())
+	busy, agent, job := w.busyRunner("drain", "node-a")
+	// Then a warm runner, idle beside it.
+	pool := w.getPool("drain")
+	patch := client.MergeFrom(pool.DeepCopy())
+	pool.Spec.MinIdle = 1
+	if err := w.c.Patch(w.ctx(), pool, patch); err != nil {
+		t.Fatal(err)
+	}
+	idle := w.newRunner("drain", busy)
 	w.startOn(idle.Name, "node-a")
-	busy, agent, job := w.busyRunner("drain", "node-a", idle.Name)
 	w.eventually("the idle runner online", func() (bool, error) {
 		r, err := w.getRunner(idle.Name)
 		return err == nil && r.Status.Phase == v1alpha1.RunnerIdle, nil
@@ -209,9 +217,18 @@ func TestDrainWaitsForBusyRunnersNotIdleOnes(t *testing.T) {
 		_ = w.exitPod(busy, 0)
 		jobEnds <- at
 	}()
-	refused, drained := w.drainNode("node-a", []string{idle.Name, busy}, 500*time.Millisecond, 30*time.Second)
+	started := time.Now()
+	refused, gone, drained := w.drainNode("node-a", []string{idle.Name, busy}, 500*time.Millisecond, 30*time.Second)
 	ended := <-jobEnds
 
+	// The idle runner was retired at once: gone well before the busy runner's job ended.
+	if at := gone[idle.Name]; at.IsZero() || !at.Before(ended) {
+		t.Errorf("the idle runner's pod was gone at %s, not before the busy job ended at %s: the drain waited for it",
+			at.Format(time.StampMilli), ended.Format(time.StampMilli))
+	} else {
+		t.Logf("idle runner gone %s into the drain; busy job ended %s in; drain ended %s in",
+			at.Sub(started), ended.Sub(started), drained.Sub(started))
+	}
 	if refused[busy] == 0 {
 		t.Errorf("the busy runner's pod was never refused eviction: %v", refused)
 	}
