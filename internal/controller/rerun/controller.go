@@ -197,6 +197,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, err
 	}
+	if !pool.Spec.Disruption.RerunsInfrastructureFailures() {
+		return reconcile.Result{}, r.finish(ctx, rn, pool, decision{verb: skip, result: ResultAbandoned,
+			message: "the pool no longer re-runs killed jobs (spec.disruption.rerun is Never): the job is not re-run"})
+	}
 	if now.Sub(killedAt) > waitLimit {
 		return reconcile.Result{}, r.finish(ctx, rn, pool, decision{verb: skip, result: ResultRefused, message: fmt.Sprintf(
 			"gave up after %s: workflow run %d did not complete, or GitHub did not answer", waitLimit, rn.Status.Job.RunID)})

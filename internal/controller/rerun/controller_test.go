@@ -341,6 +341,16 @@ func TestRerunRefusalsAndEnds(t *testing.T) {
 			t.Errorf("record = %+v, calls %v: want Skipped with no call", got, rg.gh.gotCalls())
 		}
 	})
+	t.Run("the pool no longer re-runs", func(t *testing.T) {
+		pool := rerunPool()
+		pool.Spec.Disruption.Rerun = v1alpha1.RerunNever
+		rg := newRig(t, pool, killedRunner("linux-aaaaa", 11))
+		completedFailed(rg)
+		rg.reconcile("linux-aaaaa")
+		if got := rg.record("linux-aaaaa"); got.State != v1alpha1.RerunSkipped || len(rg.gh.gotCalls()) != 0 {
+			t.Errorf("record = %+v, calls %v: want Skipped with no call", got, rg.gh.gotCalls())
+		}
+	})
 	t.Run("the run never completes", func(t *testing.T) {
 		rg := newRig(t, rerunPool(), killedRunner("linux-aaaaa", 11))
 		rg.clk.Step(waitLimit + time.Minute)

@@ -547,3 +547,31 @@ func counterValue(t *testing.T, name string, want map[string]string) float64 {
 	}
 	return 0
 }
+
+// A scale-set pool re-runs its killed jobs too: the scale set's messages carry an id of
+// the Actions service's own, not the job's, and the job is found among its run's by the
+// runner that ran it.
+func TestScaleSetPoolRerunsAKilledJob(t *testing.T) {
+	t.Parallel()
+	w := newWorldWith(t, stack.Options{RunnerLostTimeout: lease, ActionsPollHold: 2 * time.Second})
+	w.createNode("spot-3")
+	w.create(w.pool("ssrerun").ScaleSet("").MaxRunners(2).Rerun(v1alpha1.RerunInfrastructureFailures).Obj())
+	w.waitSession("ssrerun")
+	job, err := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/api", Labels: []string{"ssrerun"}, Name: "build", Duration: simgithub.Duration(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn := w.newRunner("ssrerun")
+	a := w.startOn(rn.Name, "spot-3")
+	w.takeJob(a, job.ID)
+	w.eventually("the runner busy with a job of a known run", func() (bool, error) {
+		r, err := w.getRunner(rn.Name)
+		return err == nil && r.Status.Job != nil && r.Status.Job.RunID == job.RunID, nil
+	})
+	w.spotReclaim("spot-3")
+	failed := w.expectFailed("ssrerun", rn.Name, v1alpha1.ReasonNodeDeleted, 1, "spot-3")
+	if failed.Status.Rerun == nil || failed.Status.Rerun.State != v1alpha1.RerunWaiting {
+		t.Fatalf("record %+v, want Waiting", failed.Status.Rerun)
+	}
+	w.expectRerunOnce(rn.Name, job)
+}

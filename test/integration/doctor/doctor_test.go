@@ -344,3 +344,37 @@ func TestRunnerGroupRefusesARecentPublicRepository(t *testing.T) {
 		t.Errorf("runner-group check = %+v, want %s naming acme/site", c, doctor.FindingRunnerGroupNoPublic)
 	}
 }
+
+// A pool that re-runs jobs killed by the infrastructure needs credentials that may
+// re-run them: a classic token without the repo scope is named (RerunNotPermitted), one
+// with it passes; a pool that does not re-run is not asked about it.
+func TestRerunNotPermitted(t *testing.T) {
+	w := newWorld(t, stack.Options{})
+	const orgOnly = "ghp_simulatedtokenwithoutrepo0000000000"
+	if err := w.st.Sim.AddPAT(simgithub.PAT{Token: orgOnly, Login: "ci-bot", Scopes: []string{"admin:org", "manage_runners:org"}}); err != nil {
+		t.Fatal(err)
+	}
+	w.secret("org-only", map[string]string{"github_token": orgOnly})
+	w.apply(w.pool("reruns").Credentials("org-only").Rerun(v1alpha1.RerunInfrastructureFailures).Obj())
+	w.apply(w.pool("plain").Labels("plain").Credentials("org-only").Obj())
+	w.apply(w.pool("permitted").Labels("permitted").Rerun(v1alpha1.RerunInfrastructureFailures).Obj())
+
+	rep := w.doctor(nil, nil)
+	c := check(t, rep, "reruns", doctor.CheckRerun)
+	if c.Result != doctor.FindingRerunNotPermitted || !strings.Contains(c.Message, "admin:org, manage_runners:org") || !strings.Contains(c.Fix, "repo scope") {
+		t.Errorf("rerun check of a token without repo = %+v, want %s naming its scopes and the fix", c, doctor.FindingRerunNotPermitted)
+	}
+	if c := check(t, rep, "permitted", doctor.CheckRerun); c.Status != doctor.OK {
+		t.Errorf("rerun check of a token with repo = %+v, want ok", c)
+	}
+	for _, pr := range rep.Pools {
+		if !strings.HasSuffix(pr.Pool, "/plain") {
+			continue
+		}
+		for _, c := range pr.Checks {
+			if c.Name == doctor.CheckRerun {
+				t.Errorf("a pool that does not re-run was checked for it: %+v", c)
+			}
+		}
+	}
+}
