@@ -115,7 +115,7 @@ type WorkflowRun struct {
 	RunAttempt int64
 	// Status is queued, in_progress, completed (or waiting, requested, pending).
 	Status string
-	// Conclusion is set once the run completed: success, failure, cancelled, ….
+	// Conclusion is set once the run completed: success, failure, canceled, ….
 	Conclusion string
 }
 
@@ -130,7 +130,7 @@ type WorkflowJob struct {
 	RunAttempt int64
 	Name       string
 	// Status is queued, in_progress or completed; Conclusion, once completed, success,
-	// failure, cancelled, skipped, timed_out, ….
+	// failure, canceled, skipped, timed_out, ….
 	Status     string
 	Conclusion string
 	// RunnerName is the runner the execution ran on ("" if none took it).

@@ -92,7 +92,7 @@ func (f *fakeRuns) RerunFailedJobs(context.Context, github.Scope, int64) error {
 	defer f.mu.Unlock()
 	var names []string
 	for _, j := range latest(f.jobs) {
-		if j.Conclusion == "failure" || j.Conclusion == "cancelled" || j.Conclusion == "timed_out" {
+		if j.Conclusion == "failure" || j.Conclusion == conclusionCancelled || j.Conclusion == "timed_out" {
 			names = append(names, j.Name)
 		}
 	}

@@ -48,6 +48,9 @@ type decision struct {
 	covered []string
 }
 
+// conclusionCancelled is GitHub's conclusion of a canceled job.
+const conclusionCancelled = "cancelled" //nolint:misspell // GitHub's spelling
+
 // maxAttempt is the last attempt GitHub makes of a run: "A workflow run can be re-run a
 // maximum of 50 times" (docs.github.com, Re-running workflows and jobs).
 const maxAttempt = 51
@@ -61,7 +64,7 @@ const maxAttempt = 51
 //  3. a newer attempt runs a job of the same name: done (AlreadyRerun) — re-run by a
 //     person, or by this very rule before a restart lost the record of it: what makes
 //     the re-run exactly-once without a record written before the call;
-//  4. GitHub concluded the job otherwise than failure (success, cancelled): skip
+//  4. GitHub concluded the job otherwise than failure (success, canceled): skip
 //     (NotFailed) — never re-run a job that did not fail, nor one canceled;
 //  5. the run is at its 51st attempt: skip (Refused);
 //  6. every job of the latest attempt that failed, was canceled or timed out is a
@@ -147,7 +150,7 @@ func latest(jobs []github.WorkflowJob) map[string]github.WorkflowJob {
 }
 
 // onlyKilledFailed reports whether every latest execution rerun-failed-jobs would
-// re-run (conclusion failure, cancelled or timed_out) is a killed job waiting here and
+// re-run (conclusion failure, canceled or timed_out) is a killed job waiting here and
 // concluded failure, and returns the others' Runners.
 func onlyKilledFailed(self killed, others []killed, jobs []github.WorkflowJob) ([]string, bool) {
 	killedBy := map[int64]string{} // execution id → Runner
@@ -159,7 +162,7 @@ func onlyKilledFailed(self killed, others []killed, jobs []github.WorkflowJob) (
 	var covered []string
 	for _, j := range latest(jobs) {
 		switch j.Conclusion {
-		case "failure", "cancelled", "timed_out":
+		case "failure", conclusionCancelled, "timed_out":
 		default:
 			continue
 		}

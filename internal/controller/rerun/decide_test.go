@@ -54,8 +54,8 @@ func TestDecide(t *testing.T) {
 	}, {
 		name: "the job was canceled: never re-run",
 		self: a, run: completed,
-		jobs: []github.WorkflowJob{job(11, 1, "build", "cancelled", "linux-aaaaa")},
-		want: decision{verb: skip, job: job(11, 1, "build", "cancelled", "linux-aaaaa"), result: ResultNotFailed},
+		jobs: []github.WorkflowJob{job(11, 1, "build", conclusionCancelled, "linux-aaaaa")},
+		want: decision{verb: skip, job: job(11, 1, "build", conclusionCancelled, "linux-aaaaa"), result: ResultNotFailed},
 	}, {
 		name: "the run's 51st attempt: GitHub's limit",
 		self: a, run: github.WorkflowRun{ID: 7, RunAttempt: 51, Status: "completed"},
@@ -88,7 +88,7 @@ func TestDecide(t *testing.T) {
 		others: []killed{b},
 		run:    completed,
 		jobs: []github.WorkflowJob{job(11, 1, "build", "failure", "linux-aaaaa"), job(21, 1, "test (1)", "failure", "linux-bbbbb"),
-			job(22, 1, "test (2)", "cancelled", "linux-ccccc")},
+			job(22, 1, "test (2)", conclusionCancelled, "linux-ccccc")},
 		want: decision{verb: rerunJob, job: job(11, 1, "build", "failure", "linux-aaaaa")},
 	}, {
 		name: "a second killed job, once the first one's attempt completed: re-run in the next",
