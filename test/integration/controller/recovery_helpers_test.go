@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller/runner"
@@ -172,29 +171,7 @@ func (w *world) connect(runnerName string) {
 // runnerFailuresMetric reads gantry_runner_failures_total{namespace,pool,reason}.
 func runnerFailuresMetric(t *testing.T, ns, pool, reason string) float64 {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"namespace": ns, "pool": pool, "reason": reason}
-	for _, f := range families {
-		if f.GetName() != "gantry_runner_failures_total" {
-			continue
-		}
-	metric:
-		for _, m := range f.GetMetric() {
-			if len(m.GetLabel()) != len(want) {
-				continue
-			}
-			for _, l := range m.GetLabel() {
-				if want[l.GetName()] != l.GetValue() {
-					continue metric
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
+	return counterValue(t, "gantry_runner_failures_total", map[string]string{"namespace": ns, "pool": pool, "reason": reason})
 }
 
 // warningEvent waits for a Warning event about object with reason and returns it.
