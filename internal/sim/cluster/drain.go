@@ -178,8 +178,10 @@ func (c *Cluster) evict(ctx context.Context, kube kubernetes.Interface, p corev1
 			return nil
 		case apierrors.IsTooManyRequests(err):
 			rec.Refused++
-			if !sleepCtx(ctx, opts.RetryDelay) {
+			select {
+			case <-ctx.Done():
 				return fmt.Errorf("evicting pod %s/%s: %w", p.Namespace, p.Name, ctx.Err())
+			case <-time.After(opts.RetryDelay):
 			}
 			// kubectl reads the pod again: a new pod of the same name is not ours.
 			fresh := &corev1.Pod{}
@@ -200,20 +202,11 @@ func (c *Cluster) evict(ctx context.Context, kube kubernetes.Interface, p corev1
 			rec.Gone = time.Now()
 			return nil
 		}
-		if !sleepCtx(ctx, time.Second) {
+		select {
+		case <-ctx.Done():
 			return fmt.Errorf("waiting for pod %s/%s to go: %w", p.Namespace, p.Name, ctx.Err())
+		case <-time.After(time.Second):
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

@@ -84,17 +84,18 @@ type nodeSpec struct {
 // a matrix) of the run, no cycle — and returns their graph, every node waiting.
 func newRunGraph(specs []nodeSpec) (*runGraph, error) {
 	g := &runGraph{}
-	byKey := map[string]*graphNode{}
+	byKey := map[string][]*graphNode{}
 	groups := map[string][]*graphNode{}
 	for _, ns := range specs {
 		if _, err := jobFromSpec(ns.spec); err != nil {
 			return nil, err
 		}
 		n := &graphNode{key: nodeKey(ns.spec), group: ns.group, spec: ns.spec, waiting: true}
-		if byKey[n.key] != nil {
+		if ns.spec.Key != "" && len(byKey[n.key]) > 0 {
 			return nil, errorf(http.StatusUnprocessableEntity, "two jobs of the run are keyed %q: give them keys of their own", n.key)
 		}
-		byKey[n.key] = n
+		// Jobs without a key are keyed by their name, which two may share.
+		byKey[n.key] = append(byKey[n.key], n)
 		if n.group != "" {
 			groups[n.group] = append(groups[n.group], n)
 		}
@@ -103,8 +104,11 @@ func newRunGraph(specs []nodeSpec) (*runGraph, error) {
 	for _, n := range g.nodes {
 		for _, need := range n.spec.Needs {
 			deps := groups[need]
-			if m := byKey[need]; m != nil {
-				deps = []*graphNode{m}
+			switch m := byKey[need]; {
+			case len(m) > 1:
+				return nil, errorf(http.StatusUnprocessableEntity, "job %q needs %q, the name of several jobs of the run: give them keys", n.key, need)
+			case len(m) == 1:
+				deps = m
 			}
 			if len(deps) == 0 {
 				return nil, errorf(http.StatusUnprocessableEntity, "job %q needs %q, which is not a job of the run", n.key, need)

@@ -3,10 +3,12 @@ package github
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -483,4 +485,47 @@ func (w *world) runScaleSetJob(t *testing.T, c *scaleset.Client, sess *scaleset.
 		t.Fatal(err)
 	}
 	return last
+}
+
+// TestRunGraphChecks: a run's needs are checked as it is queued (422), and jobs without
+// a key may share a name.
+func TestRunGraphChecks(t *testing.T) {
+	j := func(key, name string, needs ...string) JobSpec { return JobSpec{Key: key, Name: name, Needs: needs} }
+	tests := []struct {
+		name    string
+		spec    RunSpec
+		wantErr string // "" accepted
+		waiting []string
+	}{
+		{"two jobs of one name, no key", RunSpec{Jobs: []JobSpec{j("", "test"), j("", "test")}}, "", nil},
+		{"two jobs of one key", RunSpec{Jobs: []JobSpec{j("a", "x"), j("a", "y")}}, `two jobs of the run are keyed "a"`, nil},
+		{"a need naming two jobs", RunSpec{Jobs: []JobSpec{j("", "test"), j("", "test"), j("", "report", "test")}}, "the name of several jobs", nil},
+		{"an unknown need", RunSpec{Jobs: []JobSpec{j("a", "", "b")}}, `needs "b", which is not a job of the run`, nil},
+		{"needs in a circle", RunSpec{Jobs: []JobSpec{j("a", "", "c"), j("b", "", "a"), j("c", "", "b")}}, "go round in a circle", nil},
+		{"a need declared later", RunSpec{Jobs: []JobSpec{j("report", "", "build"), j("build", "")}}, "", []string{"report"}},
+		{"a need naming a matrix", RunSpec{Matrix: 2, Template: j("unit", ""), Jobs: []JobSpec{j("report", "", "unit")}}, "", []string{"report"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, worldOpts{})
+			tc.spec.Repo = "acme/app"
+			run, err := w.sim.QueueRun(tc.spec)
+			if tc.wantErr != "" {
+				var se *Error
+				if !errors.As(err, &se) || se.Code != http.StatusUnprocessableEntity || !strings.Contains(se.Message, tc.wantErr) {
+					t.Fatalf("QueueRun: %v, want 422 %q", err, tc.wantErr)
+				}
+				if n := len(w.sim.Workflows().Runs()); n != 0 {
+					t.Errorf("a refused run left %d runs", n)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.waiting, run.Waiting); diff != "" {
+				t.Errorf("waiting (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

@@ -177,16 +177,7 @@ func waitRuns(ctx context.Context, sim runLister, n int, settle time.Duration, d
 			}
 		}
 		jobs := sim.Jobs()
-		completed := 0
-		var lastDone time.Time
-		for _, j := range jobs {
-			if j.Status == simgithub.StatusCompleted {
-				completed++
-				if j.DoneAt != nil && j.DoneAt.After(lastDone) {
-					lastDone = *j.DoneAt
-				}
-			}
-		}
+		completed, lastDone := completedJobs(jobs)
 		state := fmt.Sprint(len(runs), done, attempts, len(jobs), completed)
 		if state != last {
 			last, lastChange = state, time.Now()

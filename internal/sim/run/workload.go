@@ -225,6 +225,19 @@ func repoNames(sc Scenario) []string {
 // jobLister is where a run reads its jobs back: the GitHub simulator.
 type jobLister interface{ Jobs() []simgithub.Job }
 
+// completedJobs counts the completed jobs, and says when the last completed.
+func completedJobs(jobs []simgithub.Job) (done int, last time.Time) {
+	for _, j := range jobs {
+		if j.Status == simgithub.StatusCompleted {
+			done++
+			if j.DoneAt != nil && j.DoneAt.After(last) {
+				last = *j.DoneAt
+			}
+		}
+	}
+	return done, last
+}
+
 // waitJobs waits until the n jobs queued after the first skip all completed, or the
 // deadline. It returns those jobs, whether they all completed, and when the last did.
 func waitJobs(ctx context.Context, sim jobLister, skip, n int, deadline time.Time) ([]simgithub.Job, bool, time.Time) {
@@ -232,16 +245,7 @@ func waitJobs(ctx context.Context, sim jobLister, skip, n int, deadline time.Tim
 	for {
 		all := sim.Jobs()
 		jobs = all[min(skip, len(all)):]
-		done := 0
-		var last time.Time
-		for _, j := range jobs {
-			if j.Status == simgithub.StatusCompleted {
-				done++
-				if j.DoneAt != nil && j.DoneAt.After(last) {
-					last = *j.DoneAt
-				}
-			}
-		}
+		done, last := completedJobs(jobs)
 		if len(jobs) >= n && done == len(jobs) {
 			return jobs, true, last
 		}
