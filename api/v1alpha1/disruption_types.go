@@ -95,7 +95,8 @@ type RerunState string
 const (
 	// RerunWaiting: the job's workflow run has not completed yet (GitHub re-runs a job
 	// only then), or GitHub could not be asked yet; Gantry looks again, less often as
-	// the wait grows (every 15 s at first, at most every 5 minutes).
+	// the wait grows (every 10 s at first, at most every 2 minutes), and at once when
+	// another job of the run starts or ends on one of Gantry's runners.
 	RerunWaiting RerunState = "Waiting"
 	// RerunDone: the job runs again in a new attempt of its workflow run — re-run by
 	// Gantry, or already by someone else (a person's "Re-run failed jobs").
