@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/sim/agent"
 	"github.com/gantry-dev/gantry/internal/sim/cluster"
 	"github.com/gantry-dev/gantry/internal/sim/fault"
@@ -59,6 +60,10 @@ type DisruptionsReport struct {
 	// re-run (it completed, within its 50 re-runs): what a pool that has not opted in
 	// to re-runs loses.
 	CouldHaveBeenSaved int `json:"jobs_that_could_have_been_saved"`
+	// RerunOptedIn: the scenario's pool re-runs jobs killed by the infrastructure
+	// (spec.disruption.rerun InfrastructureFailures). A pool that has not must re-run
+	// nothing, and its CouldHaveBeenSaved is what it loses.
+	RerunOptedIn bool `json:"rerun_opted_in"`
 	// FinalConclusions counts the latest execution of every job of every run.
 	FinalConclusions map[string]int `json:"final_conclusions"`
 	Runs             RunOutcomes    `json:"runs"`
@@ -73,11 +78,19 @@ type DisruptionsReport struct {
 
 // Clean reports whether the disruptions cost nothing they should not: no busy runner
 // killed by a drain or a consolidation, every job the infrastructure killed green on
-// its one re-run, nothing re-run twice, no failure of a job's own re-run, every run
-// completed. A nil report is clean.
+// its one re-run (in a pool that has not opted in to re-runs: no job re-run), nothing
+// re-run twice, no failure of a job's own re-run, every run completed. A nil report is
+// clean.
 func (r *DisruptionsReport) Clean() bool {
-	return r == nil || (r.BusyRunnersKilledVoluntarily == 0 && r.JobsKilledTotal == r.JobsRerunGreen &&
-		r.JobsRerunTwice == 0 && r.JobsFailedOnTheirOwnRerun == 0 && r.Runs.Unfinished == 0)
+	if r == nil {
+		return true
+	}
+	rerun := r.JobsKilledTotal == r.JobsRerunGreen
+	if !r.RerunOptedIn {
+		rerun = r.JobsRerun == 0
+	}
+	return r.BusyRunnersKilledVoluntarily == 0 && rerun &&
+		r.JobsRerunTwice == 0 && r.JobsFailedOnTheirOwnRerun == 0 && r.Runs.Unfinished == 0
 }
 
 // RunOutcomes are the workflow runs' final conclusions: green, red only by failures of
@@ -152,7 +165,8 @@ func disruptionsReport(sc Scenario, in reportInputs) *DisruptionsReport {
 		return nil
 	}
 	d := in.disruptions
-	r := &DisruptionsReport{JobsKilled: map[string]int{}, FinalConclusions: map[string]int{}}
+	r := &DisruptionsReport{JobsKilled: map[string]int{}, FinalConclusions: map[string]int{},
+		RerunOptedIn: sc.Disruption != nil && sc.Disruption.Rerun == v1alpha1.RerunInfrastructureFailures}
 	jobs := map[int64]simgithub.Job{}
 	for _, j := range in.jobs {
 		jobs[j.ID] = j
@@ -413,8 +427,9 @@ func (r *DisruptionsReport) summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "  disruptions: busy runners killed by a voluntary disruption %d (and %d at the drain bound); jobs killed by the infrastructure %d (%s)\n",
 		r.BusyRunnersKilledVoluntarily, r.BusyRunnersKilledAtDrainBound, r.JobsKilledTotal, formatCounts(toInt64(r.JobsKilled)))
-	fmt.Fprintf(&b, "    re-run %d (green %d), re-run twice %d; failed on their own %d, of which re-run %d; could have been saved %d\n",
-		r.JobsRerun, r.JobsRerunGreen, r.JobsRerunTwice, r.JobsFailedOnTheirOwn, r.JobsFailedOnTheirOwnRerun, r.CouldHaveBeenSaved)
+	fmt.Fprintf(&b, "    re-run %d (green %d), re-run twice %d; failed on their own %d, of which re-run %d; could have been saved %d%s\n",
+		r.JobsRerun, r.JobsRerunGreen, r.JobsRerunTwice, r.JobsFailedOnTheirOwn, r.JobsFailedOnTheirOwnRerun, r.CouldHaveBeenSaved,
+		map[bool]string{false: " (the pool has not opted in to re-runs)"}[r.RerunOptedIn])
 	fmt.Fprintf(&b, "    runs: %d, green %d, red on purpose %d, red by the infrastructure %d, unfinished %d (%d attempts); final conclusions %s\n",
 		r.Runs.Total, r.Runs.Green, r.Runs.RedOnPurpose, r.Runs.RedByInfrastructure, r.Runs.Unfinished, r.Runs.Attempts, formatCounts(toInt64(r.FinalConclusions)))
 	if q := r.KillToFailedSeconds; q != nil {

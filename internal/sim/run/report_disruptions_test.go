@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/sim/agent"
 	"github.com/gantry-dev/gantry/internal/sim/cluster"
 	"github.com/gantry-dev/gantry/internal/sim/fault"
@@ -74,14 +75,15 @@ func TestDisruptionsReport(t *testing.T) {
 			{Kind: fault.KindOOMKill, Pod: "p9", Node: "n3", Job: 9, At: at(25)},
 		},
 	}}
-	sc := Scenario{Name: "d", Faults: &fault.Schedule{Steps: []fault.Step{{Drain: &fault.Drain{}}}}}
+	sc := Scenario{Name: "d", Faults: &fault.Schedule{Steps: []fault.Step{{Drain: &fault.Drain{}}}},
+		Disruption: &v1alpha1.DisruptionSpec{Rerun: v1alpha1.RerunInfrastructureFailures}}
 	r := disruptionsReport(sc, in)
 
 	want := &DisruptionsReport{
 		BusyRunnersKilledVoluntarily: 1, BusyRunnersKilledAtDrainBound: 1,
 		JobsKilled:      map[string]int{KillDrain: 1, KillDrainBound: 1, KillSpotReclaim: 1, KillKubeletEviction: 1},
 		JobsKilledTotal: 4, JobsRerun: 2, JobsRerunGreen: 2, JobsRerunTwice: 1,
-		JobsFailedOnTheirOwn: 2, JobsFailedOnTheirOwnRerun: 1, CouldHaveBeenSaved: 2,
+		JobsFailedOnTheirOwn: 2, JobsFailedOnTheirOwnRerun: 1, CouldHaveBeenSaved: 2, RerunOptedIn: true,
 		FinalConclusions:   map[string]int{"success": 4, "failure": 3},
 		Runs:               RunOutcomes{Total: 5, Green: 3, RedOnPurpose: 1, RedByInfrastructure: 1, Attempts: 9},
 		KillToRerunSeconds: &Quantiles{P50: 70, P95: 70.1, P99: 70.1, Max: 70.1},
@@ -114,9 +116,23 @@ func TestDisruptionsReport(t *testing.T) {
 	if h := page.String(); !strings.Contains(h, "<h2>Disruptions</h2>") || !strings.Contains(h, "<td>drain_bound</td>") {
 		t.Errorf("report.html lacks the disruptions section or its kills")
 	}
-	clean := &DisruptionsReport{JobsKilledTotal: 3, JobsRerun: 3, JobsRerunGreen: 3, BusyRunnersKilledAtDrainBound: 1}
+	clean := &DisruptionsReport{JobsKilledTotal: 3, JobsRerun: 3, JobsRerunGreen: 3, BusyRunnersKilledAtDrainBound: 1, RerunOptedIn: true}
 	if !clean.Clean() || !(*DisruptionsReport)(nil).Clean() {
 		t.Error("every killed job green on its re-run, nothing killed by a drain: not clean")
+	}
+	// A pool that has not opted in: clean when it re-ran nothing, whatever it lost.
+	lost := &DisruptionsReport{JobsKilledTotal: 3, CouldHaveBeenSaved: 3}
+	if !lost.Clean() || !strings.Contains(lost.summary(), "could have been saved 3 (the pool has not opted in to re-runs)") {
+		t.Errorf("a pool not opted in that re-ran nothing: clean %t, summary:\n%s", lost.Clean(), lost.summary())
+	}
+	if lost.RerunOptedIn = true; lost.Clean() {
+		t.Error("an opted-in pool's killed jobs never re-run, yet the disruptions are clean")
+	}
+	if rerun := (&DisruptionsReport{JobsKilledTotal: 1, JobsRerun: 1, JobsRerunGreen: 1}); rerun.Clean() {
+		t.Error("a pool not opted in re-ran a job, yet the disruptions are clean")
+	}
+	if r := disruptionsReport(Scenario{Faults: sc.Faults, Disruption: &v1alpha1.DisruptionSpec{Rerun: v1alpha1.RerunNever}}, in); r.RerunOptedIn {
+		t.Error("a pool with rerun Never reported as opted in")
 	}
 	// No disruption step: no section.
 	if r := disruptionsReport(Scenario{Faults: &fault.Schedule{Steps: []fault.Step{{NodeLost: &fault.NodeLost{}}}}}, in); r != nil {
