@@ -7,7 +7,7 @@ import "time"
 // conclusion), and when Gantry heard it queued, taken by the runner and completed
 // (zero: not heard; a job first heard of when it started has no QueuedSeenAt).
 type RanJob struct {
-	Job                                         Job
+	Job                                          Job
 	QueuedSeenAt, StartedSeenAt, CompletedSeenAt time.Time
 }
 

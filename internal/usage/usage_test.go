@@ -184,7 +184,7 @@ func TestParse(t *testing.T) {
 		t.Errorf("Parse(Marshal(r)) (-want +got):\n%s", d)
 	}
 	for in, want := range map[string]string{
-		`{"pool":"linux"}`:            "no version",
+		`{"pool":"linux"}`:             "no version",
 		`{"version":2,"pool":"linux"}`: "upgrade gantry",
 		`not json`:                     "reading a usage record",
 	} {
