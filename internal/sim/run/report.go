@@ -35,7 +35,8 @@ import (
 // Version 10 added kube_api.collector_deletes, kube_api.collector_deletes_per_job,
 // kube_api.all_writes_per_job and kube_api_writes_per_job_with_collector.
 // Version 11 added container_jobs and leftover.workflow_pods and leftover.hook_secrets.
-const SchemaVersion = 11
+// Version 12 added usage.
+const SchemaVersion = 12
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -185,6 +186,8 @@ type Report struct {
 	Caches      *CacheReport  `json:"caches,omitempty"`
 	// ContainerJobs: a Kubernetes-mode pool's container jobs (Scenario.ContainerJobs).
 	ContainerJobs *ContainerJobsReport `json:"container_jobs,omitempty"`
+	// Usage: who used the pool, from the controller's usage records (usage.go).
+	Usage *UsageReport `json:"usage,omitempty"`
 	// Warm: pickup and its cost after a predictive pool's warm-up (spec.warm, steady
 	// arrivals only).
 	Warm               *WarmReport  `json:"warm,omitempty"`
@@ -232,6 +235,7 @@ type reportInputs struct {
 	idle                   *IdleReport
 	caches                 *cacheInputs
 	runnerFailures         map[string]string // failed Runners' reason and message, by name
+	usage                  usageInputs
 }
 
 func buildReport(sc Scenario, in reportInputs) *Report {
@@ -268,6 +272,9 @@ func buildReport(sc Scenario, in reportInputs) *Report {
 		r.Faults = faultsReport(r, in, failedRunnerLost, lostWithNode)
 	}
 	r.ContainerJobs = containerJobsReport(sc, in.jobs, in.events, in.runnerFailures, r.KubeWritesPerJob)
+	if len(in.usage.records) > 0 || in.usage.err != nil {
+		r.Usage = usageReport(in.usage, in.events, start)
+	}
 	if sc.Trace != nil {
 		r.Trace = traceReport(sc)
 	}

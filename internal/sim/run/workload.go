@@ -34,6 +34,8 @@ type workload struct {
 	speed  float64
 	// unpullableEvery: every n-th job's container image never pulls (0: none).
 	unpullableEvery int
+	// org, when set, is where steady jobs come from (org.go).
+	org *Org
 }
 
 // jobAt is the template job as the i-th job of the workload (from 0): its container
@@ -54,6 +56,7 @@ func (s Scenario) workload() workload {
 	if cj := s.ContainerJobs; cj != nil {
 		wl.job.Container, wl.job.Services, wl.unpullableEvery = cj.Image, cj.Services, cj.UnpullableEvery
 	}
+	wl.org = s.Org
 	if s.Repos > 1 {
 		for _, name := range repoNames(s) {
 			wl.repos = append(wl.repos, org+"/"+name)
@@ -145,6 +148,10 @@ func queueWorkload(ctx context.Context, q jobQueue, wl workload, seed uint64, no
 		if len(wl.repos) > 0 {
 			spec.Repo = wl.repos[repoRNG.IntN(len(wl.repos))]
 		}
+		if wl.org != nil {
+			j := wl.org.draw(repoRNG, time.Duration(wl.job.Duration), len(out))
+			spec.Repo, spec.Workflow, spec.Name, spec.Duration = org+"/"+j.repo, j.workflow, j.name, simgithub.Duration(j.duration)
+		}
 		j, err := q.QueueJob(spec)
 		if err != nil {
 			return nil, fmt.Errorf("queueing a job: %w", err)
@@ -196,6 +203,9 @@ func replay(ctx context.Context, q jobQueue, wl workload, add func(queuedJob)) e
 
 // repoNames are the repositories of acme the workload needs.
 func repoNames(sc Scenario) []string {
+	if sc.Trace == nil && sc.Org != nil {
+		return sc.Org.names()
+	}
 	if sc.Trace == nil && sc.Repos > 1 {
 		out := make([]string, sc.Repos)
 		for i := range out {
