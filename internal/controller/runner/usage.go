@@ -120,8 +120,16 @@ func (p *podSeen) see(pod *corev1.Pod, container string, now time.Time) {
 		p.memory = req.Memory().Value()
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
-		if (container == "" || cs.Name == container) && cs.State.Terminated != nil && cs.State.Terminated.FinishedAt.After(p.exited) {
-			p.exited, p.exitCode = cs.State.Terminated.FinishedAt.Time, cs.State.Terminated.ExitCode
+		term := cs.State.Terminated
+		if (container != "" && cs.Name != container) || term == nil {
+			continue
+		}
+		at := term.FinishedAt.Time
+		if at.IsZero() {
+			at = now // a kubelet always says when; seen now, it ended by now
+		}
+		if p.exited.IsZero() || at.After(p.exited) {
+			p.exited, p.exitCode = at, term.ExitCode
 		}
 	}
 	if pod.DeletionTimestamp != nil && p.gone.IsZero() {

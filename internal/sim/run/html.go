@@ -102,7 +102,7 @@ polyline{fill:none;stroke-width:2}path{fill:none;shape-rendering:crispEdges}
 .tw{stroke:#f0ad4e;color:#f0ad4e}.ts{stroke:#9b59b6;color:#9b59b6}.ti{stroke:#5bc0de;color:#5bc0de}.tr{stroke:#5cb85c;color:#5cb85c}
 rect.f{fill:#f0ad4e;opacity:.25}.f{color:#f0ad4e}
 .legend span{margin-right:1.5em}.legend .lt{color:#222;margin:0}
-polygon{stroke:none}.a0{fill:#4e79a7;color:#4e79a7}.a1{fill:#f28e2b;color:#f28e2b}.a2{fill:#e15759;color:#e15759}.a3{fill:#76b7b2;color:#76b7b2}.a4{fill:#59a14f;color:#59a14f}.a5{fill:#edc948;color:#edc948}.a6{fill:#b07aa1;color:#b07aa1}.ao{fill:#bab0ac;color:#bab0ac}.an{fill:#e4e4e4;color:#cfcfcf}
+polygon{stroke:none}.a0{fill:#4e79a7;color:#4e79a7}.a1{fill:#f28e2b;color:#f28e2b}.a2{fill:#e15759;color:#e15759}.a3{fill:#76b7b2;color:#76b7b2}.a4{fill:#59a14f;color:#59a14f}.a5{fill:#edc948;color:#edc948}.a6{fill:#b07aa1;color:#b07aa1}.ao{fill:#bab0ac;color:#bab0ac}.an{fill:#d7dde3;color:#b8c2cc}
 </style></head><body>
 <h1>Gantry sim — {{.Scenario}}</h1>
 <p>{{.Description}}</p>

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,8 +33,8 @@ type UsageReport struct {
 	// agent seeing it deleted (killed), or gone.
 	RunTotalRunnerSeconds float64 `json:"run_total_runner_seconds"`
 	// DifferencePercent is (RunnerSeconds − RunTotalRunnerSeconds) over
-	// RunTotalRunnerSeconds, in percent.
-	DifferencePercent float64 `json:"difference_percent"`
+	// RunTotalRunnerSeconds, in percent; nil when the agents saw no runner time.
+	DifferencePercent *float64 `json:"difference_percent"`
 	// Jobs, RequestedCPUSeconds, RequestedMemoryGiBSeconds: the records' sums.
 	Jobs                      int     `json:"jobs"`
 	RequestedCPUSeconds       float64 `json:"requested_cpu_seconds"`
@@ -148,7 +147,7 @@ func usageReport(in usageInputs, events []agent.Event, start time.Time) *UsageRe
 	total, u.RunnerPods = runnerPodSeconds(events)
 	u.RunTotalRunnerSeconds = round1(total)
 	if total > 0 {
-		u.DifferencePercent = math.Round((s.RunnerSeconds-total)/total*100*100) / 100
+		u.DifferencePercent = val(math.Round((s.RunnerSeconds-total)/total*100*100) / 100)
 	}
 	if in.err != nil {
 		u.Error = in.err.Error()
@@ -230,8 +229,7 @@ func usageOverTime(recs []usage.Record, start time.Time) *UsageOverTime {
 			names = append(names, row.Repository)
 		}
 	}
-	sort.Strings(names)
-	names = append(names, usage.Other, usage.None)
+	names = append(names, usage.Other, usage.None) // the busiest first: the bottom layer
 	series := map[string][]float64{}
 	for _, name := range names {
 		series[name] = make([]float64, n)

@@ -81,7 +81,8 @@ func init() {
 			}
 			return fmt.Sprintf("%.2f", *p)
 		},
-		"name":  usageName,
+		"signed": func(p *float64) string { return fmt.Sprintf("%+.2f", *p) },
+		"name":   usageName,
 		"first": func(rows []usage.Row) []usage.Row { return rows[:min(len(rows), maxUsageRows)] },
 	}).Parse(`{{with .Usage}}<h2>Who used the pool</h2>
 {{with .Error}}<p><strong>Not every usage record could be read: {{.}}</strong></p>{{end}}
@@ -89,7 +90,7 @@ func init() {
 pipeline would (docs/usage.md) — {{.Jobs}} jobs used <strong>{{printf "%.0f" .RunnerSeconds}} runner-seconds</strong>,
 with {{printf "%.0f" .RequestedCPUSeconds}} CPU core-seconds and {{printf "%.0f" .RequestedMemoryGiBSeconds}} memory GiB-seconds requested.
 The run's own count, from the {{.RunnerPods}} runner pods the agents saw (the watch seeing each pod created → its runner exiting,
-killed, or gone): {{printf "%.0f" .RunTotalRunnerSeconds}} runner-seconds. The records differ from it by <strong>{{printf "%+.2f" .DifferencePercent}} %</strong>.
+killed, or gone): {{printf "%.0f" .RunTotalRunnerSeconds}} runner-seconds.{{with .DifferencePercent}} The records differ from it by <strong>{{signed .}} %</strong>.{{end}}
 {{.Events}} RunnerUsage events were in the cluster once the controller stopped{{with .EventsError}} ({{.}}){{end}}: usage.txt is what <code>gantry usage</code> printed of them.</p>
 <table><tr><th>repository</th><th>jobs</th><th>runner-seconds</th><th>share</th><th>requested CPU-seconds</th><th>queue p50 (s)</th><th>queue p99 (s)</th></tr>
 {{range first .Repositories}}<tr><td>{{name .Repository}}</td><td class="n">{{.Jobs}}</td><td class="n">{{printf "%.0f" .RunnerSeconds}}</td><td class="n">{{share .RunnerSeconds $.Usage.RunnerSeconds}}</td><td class="n">{{printf "%.0f" .RequestedCPUSeconds}}</td><td class="n">{{q .QueueP50}}</td><td class="n">{{q .QueueP99}}</td></tr>

@@ -56,7 +56,9 @@ func (s Scenario) workload() workload {
 	if cj := s.ContainerJobs; cj != nil {
 		wl.job.Container, wl.job.Services, wl.unpullableEvery = cj.Image, cj.Services, cj.UnpullableEvery
 	}
-	wl.org = s.Org
+	if wl.org = s.Org; wl.org != nil && len(wl.org.Repos) > 0 {
+		wl.job.Repo = org + "/" + wl.org.Repos[0].Name // acme/app is not one of its repositories
+	}
 	if s.Repos > 1 {
 		for _, name := range repoNames(s) {
 			wl.repos = append(wl.repos, org+"/"+name)

@@ -111,6 +111,10 @@ func TestExportedMetrics(t *testing.T) {
 			{"rate-limit budget remaining", "gantry_github_rate_limit_remaining", "by (credential, resource)"},
 			{"webhook deliveries by result", "gantry_webhook_deliveries_total", "by (result)"},
 			{"reconcile errors", "controller_runtime_reconcile_errors_total", "by (controller)"},
+			{"top repositories by runner-seconds", "gantry_usage_runner_seconds_total", "topk(10, sum by (repository) ("},
+			{"top workflows by runner-seconds", "gantry_usage_runner_seconds_total", "topk(10, sum by (repository, workflow) ("},
+			{"top repositories by queue time", "gantry_usage_queue_seconds_bucket", "topk(10, histogram_quantile(0.99, sum by (repository, le)"},
+			{"top workflows by queue time", "gantry_usage_queue_seconds_bucket", "topk(10, histogram_quantile(0.99, sum by (repository, workflow, le)"},
 		} {
 			found := false
 			for _, q := range queries {
@@ -179,6 +183,13 @@ func exerciseEveryMetric(w *world) {
 		m := findMetric(w.t, "gantry_job_pickup_seconds", pool)
 		return m != nil && m.GetHistogram().GetSampleCount() == 1, nil
 	})
+	// The runner exits: its usage is counted under its pool and repository.
+	w.updatePodStatus(rn.Name, func(p *corev1.Pod) { testutil.PodExited(p, 0) })
+	used := map[string]string{"namespace": w.ns, "pool": "happy", "repository": "acme/api", "workflow": ""}
+	w.eventually("the job's usage counted", 30*time.Second, func() (bool, error) {
+		m := findMetric(w.t, "gantry_usage_queue_seconds", used)
+		return m != nil && m.GetHistogram().GetSampleCount() == 1, nil
+	})
 
 	w.create(w.pool("broken").MinIdle(1).MaxRunners(1).Obj())
 	bad := w.runnerWithPod("broken")
@@ -210,6 +221,9 @@ func exerciseEveryMetric(w *world) {
 		{"gantry_pool_degraded", pool, func(m *dto.Metric) bool { return m.GetGauge().GetValue() == 0 }},
 		{"gantry_webhook_deliveries_total", map[string]string{"result": "accepted"}, func(m *dto.Metric) bool { return m.GetCounter().GetValue() >= 2 }},
 		{"gantry_github_requests_total", map[string]string{"endpoint": "POST /orgs/{org}/actions/runners/generate-jitconfig", "code": "201"}, func(m *dto.Metric) bool { return m.GetCounter().GetValue() >= 1 }},
+		{"gantry_usage_jobs_total", used, func(m *dto.Metric) bool { return m.GetCounter().GetValue() == 1 }},
+		{"gantry_usage_runner_seconds_total", used, func(m *dto.Metric) bool { return m.GetCounter().GetValue() > 0 }},
+		{"gantry_usage_requested_cpu_seconds_total", used, func(m *dto.Metric) bool { return m.GetCounter().GetValue() == 0 }}, // no requests
 		{"gantry_github_rate_limit_remaining", map[string]string{"credential": w.ns + "/" + credsSecret, "resource": "core"}, func(m *dto.Metric) bool {
 			return m.GetGauge().GetValue() > 0 && m.GetGauge().GetValue() < 5000
 		}},
