@@ -32,16 +32,16 @@ func TestUsageFromPrometheus(t *testing.T) {
 		return "histogram_quantile(" + p + ", sum by (" + by + `, le) (increase(gantry_usage_queue_seconds_bucket{namespace="ci"}[1d])))`
 	}
 	prom := usagetest.NewPrometheus(t, map[string][]usagetest.Sample{
-		sum("repository", "gantry_usage_runner_seconds_total"): {{Labels: repo("acme/web"), Value: 36000}, {Labels: repo("acme/api"), Value: 7200}, {Labels: repo("other"), Value: 3600}},
-		sum("repository", "gantry_usage_requested_cpu_seconds_total"): {{Labels: repo("acme/web"), Value: 72000}, {Labels: repo("acme/api"), Value: 7200}, {Labels: repo("other"), Value: 3600}},
-		sum("repository", "gantry_usage_jobs_total"):                  {{Labels: repo("acme/web"), Value: 400}, {Labels: repo("acme/api"), Value: 90}, {Labels: repo("other"), Value: 30}},
-		q("repository", "0.5"):  {{Labels: repo("acme/web"), Value: 2}, {Labels: repo("acme/api"), Value: 45}, {Labels: repo("other"), Value: 3}},
-		q("repository", "0.99"): {{Labels: repo("acme/web"), Value: 20}, {Labels: repo("acme/api"), Value: 300}, {Labels: repo("other"), Value: 9}},
+		sum("repository", "gantry_usage_runner_seconds_total"):                  {{Labels: repo("acme/web"), Value: 36000}, {Labels: repo("acme/api"), Value: 7200}, {Labels: repo("other"), Value: 3600}},
+		sum("repository", "gantry_usage_requested_cpu_seconds_total"):           {{Labels: repo("acme/web"), Value: 72000}, {Labels: repo("acme/api"), Value: 7200}, {Labels: repo("other"), Value: 3600}},
+		sum("repository", "gantry_usage_jobs_total"):                            {{Labels: repo("acme/web"), Value: 400}, {Labels: repo("acme/api"), Value: 90}, {Labels: repo("other"), Value: 30}},
+		q("repository", "0.5"):                                                  {{Labels: repo("acme/web"), Value: 2}, {Labels: repo("acme/api"), Value: 45}, {Labels: repo("other"), Value: 3}},
+		q("repository", "0.99"):                                                 {{Labels: repo("acme/web"), Value: 20}, {Labels: repo("acme/api"), Value: 300}, {Labels: repo("other"), Value: 9}},
 		sum("repository, workflow", "gantry_usage_runner_seconds_total"):        {{Labels: flow("acme/web", "CI"), Value: 30000}, {Labels: flow("acme/api", "E2E"), Value: 7000}},
 		sum("repository, workflow", "gantry_usage_requested_cpu_seconds_total"): {{Labels: flow("acme/web", "CI"), Value: 60000}, {Labels: flow("acme/api", "E2E"), Value: 7000}},
 		sum("repository, workflow", "gantry_usage_jobs_total"):                  {{Labels: flow("acme/web", "CI"), Value: 350}, {Labels: flow("acme/api", "E2E"), Value: 80}},
-		q("repository, workflow", "0.5"):  {{Labels: flow("acme/web", "CI"), Value: 2}, {Labels: flow("acme/api", "E2E"), Value: 50}},
-		q("repository, workflow", "0.99"): {{Labels: flow("acme/web", "CI"), Value: 18}, {Labels: flow("acme/api", "E2E"), Value: 320}},
+		q("repository, workflow", "0.5"):                                        {{Labels: flow("acme/web", "CI"), Value: 2}, {Labels: flow("acme/api", "E2E"), Value: 50}},
+		q("repository, workflow", "0.99"):                                       {{Labels: flow("acme/web", "CI"), Value: 18}, {Labels: flow("acme/api", "E2E"), Value: 320}},
 	})
 	var out strings.Builder
 	if err := runUsage(context.Background(), nil, &usageFlags{prometheus: prom.URL, window: "1d", namespace: "ci", top: 2, output: "text", timeout: time.Minute}, &out, usageNow); err != nil {

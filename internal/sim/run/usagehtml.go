@@ -83,7 +83,7 @@ func init() {
 		},
 		"signed": func(p *float64) string { return fmt.Sprintf("%+.2f", *p) },
 		"name":   usageName,
-		"first": func(rows []usage.Row) []usage.Row { return rows[:min(len(rows), maxUsageRows)] },
+		"first":  func(rows []usage.Row) []usage.Row { return rows[:min(len(rows), maxUsageRows)] },
 	}).Parse(`{{with .Usage}}<h2>Who used the pool</h2>
 {{with .Error}}<p><strong>Not every usage record could be read: {{.}}</strong></p>{{end}}
 <p>From the controller's usage records — {{.Records}} log lines, one per runner that ended, read from its log as a log
