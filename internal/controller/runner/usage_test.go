@@ -399,3 +399,45 @@ func TestPodLabelsCostOnePatchPerJob(t *testing.T) {
 		})
 	}
 }
+
+// In Kubernetes mode the record carries the job's workflow pod as the controller saw it:
+// its own requests, and its life from creation to its deletion by the hook.
+func TestUsageRecordsTheWorkflowPod(t *testing.T) {
+	r, c, pool, rn := unwrittenWorld(t)
+	clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+	r.Clock = clk
+	pool.Spec.ContainerMode = &v1alpha1.ContainerModeSpec{Type: v1alpha1.ContainerModeKubernetes, Namespace: "ci-jobs"}
+	t0 := clk.Now().Add(-time.Minute)
+	pod := runnerPod(t, c, rn, t0, "250m", "256Mi")
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: EnvKubernetesNamespace, Value: "ci-jobs"}}
+	wf := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ci-jobs", Name: v1alpha1.WorkflowPodName(pod.Name), CreationTimestamp: metav1.NewTime(t0.Add(10 * time.Second))},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "job", Image: "node:22", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")}}}}}}
+	if err := c.Create(context.Background(), wf); err != nil {
+		t.Fatal(err)
+	}
+	track := func() {
+		t.Helper()
+		s := &scope{runner: rn, pool: pool, pod: pod, before: rn.DeepCopy()}
+		if _, _, err := r.trackUsage(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	track()
+	// The hook deletes the workflow pod when the job is done; the next reconcile sees it gone.
+	clk.SetTime(t0.Add(40 * time.Second))
+	if err := c.Delete(context.Background(), wf); err != nil {
+		t.Fatal(err)
+	}
+	track()
+	clk.SetTime(t0.Add(50 * time.Second))
+	got, ok := r.usageRecord(context.Background(), rn, r.usage.peek(rn))
+	if !ok {
+		t.Fatal("no record")
+	}
+	want := &usage.PodUsage{Name: wf.Name, CreatedAt: t0.Add(10 * time.Second), EndedAt: t0.Add(40 * time.Second), Seconds: 30,
+		CPURequestCores: 2, MemoryRequestBytes: 4 << 30, RequestedCPUSeconds: 60, RequestedMemoryGiBSeconds: 120}
+	if d := cmp.Diff(want, got.WorkflowPod); d != "" {
+		t.Errorf("the record's workflow pod (-want +got):\n%s", d)
+	}
+}

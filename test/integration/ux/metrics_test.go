@@ -1,7 +1,6 @@
 package ux
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -16,13 +15,10 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
-	"github.com/gantry-dev/gantry/internal/controller/runner"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
-	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 	"github.com/gantry-dev/gantry/internal/testenv"
 	"github.com/gantry-dev/gantry/internal/testutil"
 )
@@ -160,24 +156,7 @@ func exerciseEveryMetric(w *world) {
 		t.Fatal(err)
 	}
 	rn := w.runnerWithPod("happy")
-	w.setPodRunning(rn.Name)
-	secret := &corev1.Secret{}
-	if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: rn.Name}, secret); err != nil {
-		t.Fatal(err)
-	}
-	agent, err := runnerapi.NewClientFromJITConfig(string(secret.Data[runner.JITConfigKey]), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ran, err := agent.Run(ctx, runnerapi.RunOptions{PollWait: 2 * time.Second})
-	if err != nil {
-		t.Fatalf("the runner agent: %v", err)
-	}
-	if ran.ID != job.ID {
-		t.Fatalf("the agent ran job %d, want %d", ran.ID, job.ID)
-	}
+	w.runJob(rn.Name, job.ID)
 	pool := map[string]string{"namespace": w.ns, "pool": "happy"}
 	w.eventually("the job's pickup latency observed", 30*time.Second, func() (bool, error) {
 		m := findMetric(w.t, "gantry_job_pickup_seconds", pool)

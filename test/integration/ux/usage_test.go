@@ -1,7 +1,6 @@
 package ux
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -12,9 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
-	"github.com/gantry-dev/gantry/internal/controller/runner"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
-	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 	"github.com/gantry-dev/gantry/internal/usage"
 )
 
@@ -37,20 +34,7 @@ func TestAJobsUsageRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	rn := w.runnerWithPod("used")
-	w.setPodRunning(rn.Name)
-	secret := &corev1.Secret{}
-	if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: rn.Name}, secret); err != nil {
-		t.Fatal(err)
-	}
-	agent, err := runnerapi.NewClientFromJITConfig(string(secret.Data[runner.JITConfigKey]), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if ran, err := agent.Run(ctx, runnerapi.RunOptions{PollWait: 2 * time.Second}); err != nil || ran.ID != job.ID {
-		t.Fatalf("the agent ran %+v, %v; want job %d", ran, err, job.ID)
-	}
+	w.runJob(rn.Name, job.ID)
 
 	pod := &corev1.Pod{}
 	w.eventually("the runner pod labelled with its job", 30*time.Second, func() (bool, error) {
