@@ -9,7 +9,7 @@ type UsageSpec struct {
 	// the same keys — for cost tools that group pods by label (OpenCost, Kubecost). A
 	// just-in-time runner takes whichever job GitHub gives it, so the labels cannot be
 	// set when the pod is made: each costs one patch of the pod, one more API server
-	// write per job. The container hook's workflow pods are not labelled: their
+	// write per job. The container hook's workflow pods are not labeled: their
 	// template is one file for every job of the pool. Default false.
 	// +optional
 	PodLabels bool `json:"podLabels,omitempty"`

@@ -16,7 +16,7 @@
 //     read fresh (get) before a runner whose pod vanished is failed. The pods of
 //     runners that exited 0 are deleted many at a time (deletecollection, selected by
 //     their runners' names). A pool with spec.usage.podLabels has each runner pod
-//     labelled with its job's repository and workflow (patch).
+//     labeled with its job's repository and workflow (patch).
 //   - Secrets are never cached or listed: a runner's Secret is created, read (get) and
 //     deleted by name, or with other exited runners' (deletecollection, by their
 //     runners' names: the API server lists them itself), and the credentials and

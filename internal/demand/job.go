@@ -49,7 +49,7 @@ type Job struct {
 	// Name is the job's name ("build (linux, 22)" in a matrix); RunAttempt the run's
 	// attempt, 1 and more on each re-run (0: not said); StartedAt and CompletedAt when
 	// GitHub says it started on its runner and completed (zero until it says so); and
-	// Conclusion how it ended (success, failure, cancelled, …), once completed.
+	// Conclusion how it ended (success, failure, …), once completed.
 	Name                   string
 	RunAttempt             int
 	StartedAt, CompletedAt time.Time

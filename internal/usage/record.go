@@ -72,7 +72,7 @@ type Record struct {
 	Rerun      bool `json:"rerun"`
 	// Labels are the job's runs-on labels: the runner it asked for.
 	Labels []string `json:"labels,omitempty"`
-	// Outcome is the job's conclusion as GitHub gave it (success, failure, cancelled,
+	// Outcome is the job's conclusion as GitHub gave it (success, failure, skipped,
 	// …), or unknown; empty without a job.
 	Outcome string `json:"outcome,omitempty"`
 

@@ -68,8 +68,8 @@ type usageEntry struct {
 	uid      types.UID
 	pod      *podSeen
 	workflow *podSeen
-	// labelled: the runner pod was labelled with its job (spec.usage.podLabels).
-	labelled bool
+	// labeled: the runner pod was labeled with its job (spec.usage.podLabels).
+	labeled bool
 }
 
 // podSeen is a pod's life and requests as the controller saw them.
@@ -139,7 +139,7 @@ func (p *podSeen) see(pod *corev1.Pod, container string, now time.Time) {
 
 // trackUsage notes, with no write, what the runner's usage record will need: its pod,
 // and in Kubernetes mode its workflow pod. A pool with spec.usage.podLabels has its
-// runner pod labelled with the job once the runner takes one: one patch. Always done.
+// runner pod labeled with the job once the runner takes one: one patch. Always done.
 func (r *Reconciler) trackUsage(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
 	if s.pod == nil {
 		return reconcile.Result{}, true, nil
@@ -176,7 +176,7 @@ func (r *Reconciler) trackUsage(ctx context.Context, s *scope) (reconcile.Result
 // repository and workflow of the job its runner took, once.
 func (r *Reconciler) labelPod(ctx context.Context, s *scope, e *usageEntry) error {
 	job := s.runner.Status.Job
-	if e.labelled || !s.pool.Spec.Usage.PodLabelsOn() || job == nil || job.Repository == "" ||
+	if e.labeled || !s.pool.Spec.Usage.PodLabelsOn() || job == nil || job.Repository == "" ||
 		s.pod.DeletionTimestamp != nil || s.pod.Status.Phase != corev1.PodRunning {
 		return nil
 	}
@@ -200,12 +200,12 @@ func (r *Reconciler) labelPod(ctx context.Context, s *scope, e *usageEntry) erro
 		for k := range labels {
 			pod.Labels[k], pod.Annotations[k] = labels[k], annotations[k]
 		}
-		log.FromContext(ctx).V(1).Info("Labelling the runner pod with its job", "repository", job.Repository, "workflow", job.Workflow)
+		log.FromContext(ctx).V(1).Info("Labeling the runner pod with its job", "repository", job.Repository, "workflow", job.Workflow)
 		if err := r.Client.Patch(ctx, pod, patch); err != nil {
 			return ctrl.IgnoreNotFound(err)
 		}
 	}
-	e.labelled = true
+	e.labeled = true
 	return nil
 }
 

@@ -347,7 +347,7 @@ func (c *countingClient) Patch(ctx context.Context, obj ctrl.Object, patch ctrl.
 	return c.Client.Patch(ctx, obj, patch, opts...)
 }
 
-// A pool with spec.usage.podLabels has its running runner pod labelled once with the
+// A pool with spec.usage.podLabels has its running runner pod labeled once with the
 // job its runner took — valid label values, the exact names in annotations — with one
 // patch, however many reconciles follow; without it, or before a job, no patch.
 func TestPodLabelsCostOnePatchPerJob(t *testing.T) {

@@ -417,7 +417,7 @@ func conclusionOf(result string) string {
 	case "failed":
 		return "failure"
 	case "canceled":
-		return "cancelled"
+		return "cancelled" //nolint:misspell // GitHub's spelling
 	default:
 		return r
 	}

@@ -14,7 +14,7 @@ func TestJobMessageUsage(t *testing.T) {
 			t.Errorf("workflowOfRef(%q) = %q, want %q", ref, got, want)
 		}
 	}
-	for result, want := range map[string]string{"succeeded": "success", "Failed": "failure", "canceled": "cancelled", "skipped": "skipped", "": ""} {
+	for result, want := range map[string]string{"succeeded": "success", "Failed": "failure", "canceled": "cancelled", "skipped": "skipped", "": ""} { //nolint:misspell // GitHub's spelling
 		if got := conclusionOf(result); got != want {
 			t.Errorf("conclusionOf(%q) = %q, want %q", result, got, want)
 		}

@@ -111,7 +111,7 @@ type Scenario struct {
 	// RunnerRequests are the runner container's resource requests (default none): what
 	// the usage records count as requested CPU and memory.
 	RunnerRequests corev1.ResourceList `json:"runner_requests,omitempty"`
-	// PodLabels is the pool's spec.usage.podLabels: runner pods labelled with their
+	// PodLabels is the pool's spec.usage.podLabels: runner pods labeled with their
 	// job's repository and workflow, one pod patch per job (WithPodLabels).
 	PodLabels bool `json:"pod_labels,omitempty"`
 	// Cache, when set, is the pool's one cache (spec.caches), mounted by the runner

@@ -257,7 +257,7 @@ func usageOverTime(recs []usage.Record, start time.Time) *UsageOverTime {
 }
 
 // WithPodLabels is sc with its pool's spec.usage.podLabels on, named NAME-podlabels:
-// the same run, each runner pod labelled with its job for cost tools, at one pod patch
+// the same run, each runner pod labeled with its job for cost tools, at one pod patch
 // per job.
 func WithPodLabels(sc Scenario) Scenario {
 	if sc.PodLabels {
@@ -265,6 +265,6 @@ func WithPodLabels(sc Scenario) Scenario {
 	}
 	sc.PodLabels = true
 	sc.Name += "-podlabels"
-	sc.Description += ", runner pods labelled with their job's repository and workflow (spec.usage.podLabels)"
+	sc.Description += ", runner pods labeled with their job's repository and workflow (spec.usage.podLabels)"
 	return sc
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // A job run through the real manager: the runner pod of a pool with podLabels is
-// labelled with the job once the runner takes it; when the runner exits, a RunnerUsage
+// labeled with the job once the runner takes it; when the runner exits, a RunnerUsage
 // event holds the job's usage record — read back from the API server as `gantry usage`
 // reads it (a field selector on the events' reason) — with the job as GitHub gave it,
 // the pod's requests and its life from creation to its runner's exit.
@@ -37,7 +37,7 @@ func TestAJobsUsageRecord(t *testing.T) {
 	w.runJob(rn.Name, job.ID)
 
 	pod := &corev1.Pod{}
-	w.eventually("the runner pod labelled with its job", 30*time.Second, func() (bool, error) {
+	w.eventually("the runner pod labeled with its job", 30*time.Second, func() (bool, error) {
 		err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: rn.Name}, pod)
 		return err == nil && pod.Labels[usage.PodLabelRepository] == "acme.api", err
 	})
