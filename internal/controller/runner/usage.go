@@ -68,8 +68,9 @@ type usageEntry struct {
 	uid      types.UID
 	pod      *podSeen
 	workflow *podSeen
-	// labeled: the runner pod was labeled with its job (spec.usage.podLabels).
-	labeled bool
+	// labeled: the runner pod was labeled with its job (spec.usage.podLabels);
+	// labelFailed: a patch failed, and was logged.
+	labeled, labelFailed bool
 }
 
 // podSeen is a pod's life and requests as the controller saw them.
@@ -165,20 +166,25 @@ func (r *Reconciler) trackUsage(ctx context.Context, s *scope) (reconcile.Result
 					e.workflow.gone = now
 				}
 			default:
-				return reconcile.Result{}, false, fmt.Errorf("reading the workflow pod: %w", err)
+				// Usage never holds a runner back: containerHooks reads the same pod
+				// and says what is wrong.
+				log.FromContext(ctx).V(1).Info("Workflow pod not read for the usage record", "error", err.Error())
 			}
 		}
 	}
-	return reconcile.Result{}, true, r.labelPod(ctx, s, e)
+	r.labelPod(ctx, s, e)
+	return reconcile.Result{}, true, nil
 }
 
 // labelPod labels a running runner pod of a pool with spec.usage.podLabels with the
-// repository and workflow of the job its runner took, once.
-func (r *Reconciler) labelPod(ctx context.Context, s *scope, e *usageEntry) error {
+// repository and workflow of the job its runner took, once. A patch that fails is
+// logged (once per runner) and tried again on the runner's next reconcile: the labels
+// are for cost tools, and never hold the runner back.
+func (r *Reconciler) labelPod(ctx context.Context, s *scope, e *usageEntry) {
 	job := s.runner.Status.Job
 	if e.labeled || !s.pool.Spec.Usage.PodLabelsOn() || job == nil || job.Repository == "" ||
 		s.pod.DeletionTimestamp != nil || s.pod.Status.Phase != corev1.PodRunning {
-		return nil
+		return
 	}
 	annotations := map[string]string{usage.PodLabelRepository: job.Repository, usage.PodLabelWorkflow: job.Workflow}
 	labels := map[string]string{usage.PodLabelRepository: usage.RepositoryLabelValue(job.Repository), usage.PodLabelWorkflow: usage.LabelValue(job.Workflow)}
@@ -201,12 +207,15 @@ func (r *Reconciler) labelPod(ctx context.Context, s *scope, e *usageEntry) erro
 			pod.Labels[k], pod.Annotations[k] = labels[k], annotations[k]
 		}
 		log.FromContext(ctx).V(1).Info("Labeling the runner pod with its job", "repository", job.Repository, "workflow", job.Workflow)
-		if err := r.Client.Patch(ctx, pod, patch); err != nil {
-			return ctrl.IgnoreNotFound(err)
+		if err := r.Client.Patch(ctx, pod, patch); ctrl.IgnoreNotFound(err) != nil {
+			if !e.labelFailed {
+				log.FromContext(ctx).Info("Could not label the runner pod with its job for cost tools; trying again", "error", err.Error())
+			}
+			e.labelFailed = true
+			return
 		}
 	}
 	e.labeled = true
-	return nil
 }
 
 // notePodUsage notes the runner's pod as finalize finds it in the cache: a process that
