@@ -36,6 +36,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/controller/nodes"
 	"github.com/gantry-dev/gantry/internal/controller/source"
 	"github.com/gantry-dev/gantry/internal/demand"
 	"github.com/gantry-dev/gantry/internal/warm"
@@ -68,6 +69,9 @@ type Reconciler struct {
 	HookNetworkPolicy *networkingv1.NetworkPolicy
 	// Usage says how runners' usage is recorded (usage.go).
 	Usage UsageOptions
+	// Nodes is the shared view of the nodes (a cache volume's node, cache.go); nil or
+	// disabled: every node is taken to be usable.
+	Nodes *nodes.View
 
 	writes    ownWrites
 	online    onlineRunners
