@@ -607,8 +607,10 @@ func (a *Agents) register(ctx context.Context, p *corev1.Pod, token string) (*ru
 }
 
 func (a *Agents) exit(ctx context.Context, p *corev1.Pod, code int) error {
-	a.record(Event{Pod: p.Name, Kind: EventExited, At: time.Now(), Node: p.Spec.NodeName})
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, cluster.AnnotationExitCode, fmt.Sprint(code))
+	at := time.Now()
+	a.record(Event{Pod: p.Name, Kind: EventExited, At: at, Node: p.Spec.NodeName})
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`,
+		cluster.AnnotationExitCode, fmt.Sprint(code), cluster.AnnotationExitedAt, at.UTC().Format(time.RFC3339Nano))
 	_, err := a.kube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -156,6 +156,12 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 	if in.controller.Processes > 0 {
 		in.cpu["gantry controller"] = round1(in.controller.CPUSeconds) // every process, killed ones too
 	}
+	// Who used the pool: the controller's log, and its events as `gantry usage` reads them.
+	in.usage.records, in.usage.err = readUsageLog(w.ctrl.logPath)
+	if in.usage.err == nil && len(in.usage.records) == 0 && len(jobs) > 0 {
+		in.usage.err = fmt.Errorf("the controller logged no usage record (%s)", w.ctrl.logPath)
+	}
+	in.usage.events, in.usage.eventErr = readUsageEvents(ctx, w.cl.Client, start, w.ctrl.opts.OutDir)
 	in.audit, in.auditErr = readAudit(w.cl.AuditLog)
 	in.end = time.Now()
 	return in, nil

@@ -36,8 +36,8 @@ import (
 // kube_api.all_writes_per_job and kube_api_writes_per_job_with_collector.
 // Version 11 added container_jobs and leftover.workflow_pods and leftover.hook_secrets.
 // Version 12 added disruptions, and left jobs skipped (a job they needed failed) out of
-// pickups and jobs never picked up.
-const SchemaVersion = 12
+// pickups and jobs never picked up. Version 13 added usage.
+const SchemaVersion = 13
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -191,6 +191,8 @@ type Report struct {
 	// Disruptions: what drains, reclaims and evictions did to the jobs
 	// (report_disruptions.go).
 	Disruptions *DisruptionsReport `json:"disruptions,omitempty"`
+	// Usage: who used the pool, from the controller's usage records (usage.go).
+	Usage *UsageReport `json:"usage,omitempty"`
 	// Warm: pickup and its cost after a predictive pool's warm-up (spec.warm, steady
 	// arrivals only).
 	Warm               *WarmReport  `json:"warm,omitempty"`
@@ -239,6 +241,7 @@ type reportInputs struct {
 	caches                 *cacheInputs
 	runnerFailures         map[string]string // failed Runners' reason and message, by name
 	disruptions            disruptionInputs
+	usage                  usageInputs
 }
 
 func buildReport(sc Scenario, in reportInputs) *Report {
@@ -279,6 +282,9 @@ func buildReport(sc Scenario, in reportInputs) *Report {
 		// A runner deleted at the pool's bound of a drain's wait is the bound's, by
 		// design: its job is the infrastructure's to re-run, not a busy runner killed.
 		r.BusyRunnersKilled -= r.Disruptions.BusyRunnersKilledAtDrainBound
+	}
+	if len(in.usage.records) > 0 || in.usage.err != nil {
+		r.Usage = usageReport(in.usage, in.events, start)
 	}
 	if sc.Trace != nil {
 		r.Trace = traceReport(sc)

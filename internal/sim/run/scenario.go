@@ -105,6 +105,15 @@ type Scenario struct {
 	// each job's drawn at random (seeded apart from the arrivals, so that a scenario and
 	// its variants queue the same jobs); default 1: acme/app.
 	Repos int `json:"repos,omitempty"`
+	// Org, when set, is the organization steady jobs come from instead: repositories
+	// and workflows drawn by weight (org.go), for the report's usage.
+	Org *Org `json:"org,omitempty"`
+	// RunnerRequests are the runner container's resource requests (default none): what
+	// the usage records count as requested CPU and memory.
+	RunnerRequests corev1.ResourceList `json:"runner_requests,omitempty"`
+	// PodLabels is the pool's spec.usage.podLabels: runner pods labeled with their
+	// job's repository and workflow, one pod patch per job (WithPodLabels).
+	PodLabels bool `json:"pod_labels,omitempty"`
 	// Cache, when set, is the pool's one cache (spec.caches), mounted by the runner
 	// container at /cache; a template without a storageClassName gets the simulated
 	// cluster's local volumes (cluster.StorageClass). After the workload the pool is
@@ -233,8 +242,9 @@ var Scenarios = withScaleSetVariants(map[string]Scenario{
 		PodStartDelay: time.Second, RateLimits: simgithub.RateLimits{}, RunnerLostTimeout: time.Minute, Timeout: 15 * time.Minute,
 	},
 	"steady": {
-		Name: "steady", Description: "Poisson arrivals, 5 jobs/s for a minute, 20 s jobs",
+		Name: "steady", Description: "Poisson arrivals, 5 jobs/s for a minute, 20 s jobs on average, from 8 repositories and 13 workflows of an organization; runner pods request 1 CPU and 2 GiB",
 		Rate: 5, Steady: time.Minute, JobDuration: 20 * time.Second, MaxRunners: 300, Nodes: 10,
+		Org: AcmeOrg, RunnerRequests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("2Gi")},
 		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
 	},
 	"steady-warm-history": {
@@ -432,6 +442,9 @@ func (s Scenario) Validate() error {
 	}
 	if s.Repos < 0 || s.CacheSetup < 0 || s.WarmSetup < 0 {
 		errs = append(errs, errors.New("repos, cache_setup and warm_setup must not be negative"))
+	}
+	if s.Org != nil && (s.Repos > 1 || s.Trace != nil || s.Rate <= 0 || len(s.Org.Repos) == 0) {
+		errs = append(errs, errors.New("org spreads steady jobs (rate and steady) over its repositories: give it repositories, and set neither repos nor a trace"))
 	}
 	if s.Cache != nil && s.pools() > 1 {
 		errs = append(errs, errors.New("a cache needs one pool: its volumes are counted after the pool is deleted"))

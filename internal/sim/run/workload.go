@@ -36,6 +36,8 @@ type workload struct {
 	pipeline *Pipeline
 	// unpullableEvery: every n-th job's container image never pulls (0: none).
 	unpullableEvery int
+	// org, when set, is where steady jobs come from (org.go).
+	org *Org
 }
 
 // jobAt is the template job as the i-th job of the workload (from 0): its container
@@ -55,6 +57,9 @@ func (s Scenario) workload() workload {
 	}
 	if cj := s.ContainerJobs; cj != nil {
 		wl.job.Container, wl.job.Services, wl.unpullableEvery = cj.Image, cj.Services, cj.UnpullableEvery
+	}
+	if wl.org = s.Org; wl.org != nil && len(wl.org.Repos) > 0 {
+		wl.job.Repo = org + "/" + wl.org.Repos[0].Name // acme/app is not one of its repositories
 	}
 	if s.Repos > 1 {
 		for _, name := range repoNames(s) {
@@ -150,6 +155,10 @@ func queueWorkload(ctx context.Context, q jobQueue, wl workload, seed uint64, no
 		if len(wl.repos) > 0 {
 			spec.Repo = wl.repos[repoRNG.IntN(len(wl.repos))]
 		}
+		if wl.org != nil {
+			j := wl.org.draw(repoRNG, time.Duration(wl.job.Duration), len(out))
+			spec.Repo, spec.Workflow, spec.Name, spec.Duration = org+"/"+j.repo, j.workflow, j.name, simgithub.Duration(j.duration)
+		}
 		j, err := q.QueueJob(spec)
 		if err != nil {
 			return nil, fmt.Errorf("queueing a job: %w", err)
@@ -201,6 +210,9 @@ func replay(ctx context.Context, q jobQueue, wl workload, add func(queuedJob)) e
 
 // repoNames are the repositories of acme the workload needs.
 func repoNames(sc Scenario) []string {
+	if sc.Trace == nil && sc.Org != nil {
+		return sc.Org.names()
+	}
 	if sc.Trace == nil && sc.Repos > 1 {
 		out := make([]string, sc.Repos)
 		for i := range out {
