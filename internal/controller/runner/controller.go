@@ -19,7 +19,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -71,9 +70,6 @@ type Reconciler struct {
 	unwritten unwrittenStatus
 	exited    exitedReaper
 	slots     hookSlots
-	// anchors are the anchor pods this process created (containermode.go), by key, with
-	// their runner pod's UID.
-	anchors sync.Map
 	// unregistered: finalizing runners already removed from GitHub (finalize.go).
 	unregistered unregisteredRunners
 }
@@ -167,7 +163,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		r.leaseCaches,
 		r.claimHookSlot, // hookslot.go
 		r.ensurePod,
-		r.containerHooks, // containermode.go
+		r.containerHooks, // hookpods.go
 		r.observe,
 	)
 }

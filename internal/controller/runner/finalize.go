@@ -98,7 +98,7 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 			return reconcile.Result{}, fmt.Errorf("deleting runner secret: %w", err)
 		}
 	}
-	if err := r.removeHookObjects(ctx, runner, r.poolOf(ctx, runner)); err != nil { // containermode.go
+	if err := r.removeHookObjects(ctx, runner, r.poolOf(ctx, runner)); err != nil { // hookpods.go
 		return reconcile.Result{}, err
 	}
 	// The Tracker keeps the runner's finished job until the Runner is gone from the

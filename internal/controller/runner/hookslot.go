@@ -27,7 +27,8 @@ import (
 
 // ContainerHookClusterRole is the ClusterRole holding exactly the verbs GitHub's
 // no-volume Kubernetes hook checks with SelfSubjectAccessReview before every command
-// (actions/runner-container-hooks, packages/k8s-novolume). It is installed with Gantry
+// (hookrelease.Permissions: actions/runner-container-hooks v0.8.1, packages/k8s,
+// requiredPermissions). It is installed with Gantry
 // (config/rbac/container_hook_role.yaml, the chart); the controller only binds it where
 // a hook works: `bind` on this one ClusterRole is all it needs, no `escalate` and no
 // exec of its own.
@@ -69,8 +70,8 @@ var errNoWatchedSlot = errors.New("no free hook namespace among those the contro
 //     patch carrying the resourceVersion an uncached list read: of two runners claiming
 //     one slot the API server lets one write and refuses the other (409), which moves on.
 //   - A slot is free when the runner named is gone and no pod of the pool has its
-//     ServiceAccount: a Runner goes only after its finalizer deleted its anchor,
-//     workflow pods and step Secrets (removeHookObjects), and a pod's bound token dies
+//     ServiceAccount: a Runner goes only after its finalizer deleted the pods and
+//     Secrets its hook made (removeHookObjects), and a pod's bound token dies
 //     with the pod, so a free slot's namespace is empty and no live token reaches it.
 //   - A new slot takes the lowest N not taken, created already claimed: the API
 //     server's AlreadyExists keeps two runners from making the same one.
@@ -417,9 +418,9 @@ func (r *Reconciler) ensureHookSlot(ctx context.Context, pool *v1alpha1.RunnerPo
 	default:
 		return fmt.Errorf("reading namespace %s: %w", ns, err)
 	}
-	// The namespace's default ServiceAccount, which the anchor and the workflow pods
-	// name: the API server admits no pod before it exists, and kube-controller-manager
-	// makes it only a moment after the namespace. Made here, it mounts no token.
+	// The namespace's default ServiceAccount, which the hook's pods name: the API server
+	// admits no pod before it exists, and kube-controller-manager makes it only a moment
+	// after the namespace. Made here, it mounts no token.
 	sa0 := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}, AutomountServiceAccountToken: ptr.To(false)}
 	if err := r.Client.Create(ctx, sa0); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the default ServiceAccount of %s: %w", ns, err)

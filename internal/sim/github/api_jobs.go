@@ -119,7 +119,7 @@ func (s *Sim) newJobLocked(wr *workflowRun, spec JobSpec) (*job, error) {
 	if spec.Duration < 0 {
 		return nil, errorf(http.StatusUnprocessableEntity, "duration must not be negative")
 	}
-	if err := ValidateContainers(spec.Container, spec.Services); err != nil {
+	if err := ValidateContainers(spec.Container, spec.Services, spec.ContainerOptions); err != nil {
 		return nil, errorf(http.StatusUnprocessableEntity, "%s", err)
 	}
 	name := spec.Name
@@ -128,7 +128,7 @@ func (s *Sim) newJobLocked(wr *workflowRun, spec JobSpec) (*job, error) {
 	}
 	j := &job{id: s.st.newID(), run: wr, name: name, labels: slices.Clone(labels), lower: lower, labelKey: key,
 		duration: time.Duration(spec.Duration), conclude: concl, container: spec.Container, services: maps.Clone(spec.Services),
-		status: StatusQueued, created: s.now()}
+		containerOptions: spec.ContainerOptions.Clone(), status: StatusQueued, created: s.now()}
 	wr.jobs = append(wr.jobs, j)
 	s.st.jobs[j.id] = j
 	s.st.jobOrder = append(s.st.jobOrder, j)
@@ -138,7 +138,7 @@ func (s *Sim) newJobLocked(wr *workflowRun, spec JobSpec) (*job, error) {
 func jobView(j *job) Job {
 	v := Job{ID: j.id, RunID: j.run.id, Repo: j.repo().fullName(), Name: j.name, Labels: slices.Clone(j.labels),
 		Status: j.status, Conclusion: j.conclusion, RunnerID: j.runnerID, RunnerName: j.runnerName,
-		Duration: Duration(j.duration), Container: j.container, Services: maps.Clone(j.services), QueuedAt: j.created, Timeline: slices.Clone(j.events)}
+		Duration: Duration(j.duration), Container: j.container, Services: maps.Clone(j.services), ContainerOptions: j.containerOptions.Clone(), QueuedAt: j.created, Timeline: slices.Clone(j.events)}
 	at := func(t time.Time) *time.Time {
 		if t.IsZero() {
 			return nil

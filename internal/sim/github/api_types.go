@@ -3,6 +3,8 @@ package github
 import (
 	"fmt"
 	"time"
+
+	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 )
 
 // This file is the simulator's Go API. The admin HTTP API (admin.go) is a thin JSON
@@ -176,6 +178,8 @@ type JobSpec struct {
 	Container string `json:"container,omitempty"`
 	// Services are the job's service containers (`services:`), name → image.
 	Services map[string]string `json:"services,omitempty"`
+	// ContainerOptions: the ports, credentials and container steps of a container job.
+	ContainerOptions *runnerapi.ContainerOptions `json:"container_options,omitempty"`
 }
 
 // RunSpec queues a workflow run: its Jobs, plus Matrix copies of Template named
@@ -204,7 +208,9 @@ type Job struct {
 	Duration   Duration          `json:"duration"`
 	Container  string            `json:"container,omitempty"`
 	Services   map[string]string `json:"services,omitempty"`
-	QueuedAt   time.Time         `json:"queued_at"`
+	// ContainerOptions: as JobSpec's.
+	ContainerOptions *runnerapi.ContainerOptions `json:"container_options,omitempty"`
+	QueuedAt         time.Time                   `json:"queued_at"`
 	AssignedAt *time.Time        `json:"assigned_at,omitempty"`
 	StartedAt  *time.Time        `json:"started_at,omitempty"`
 	DoneAt     *time.Time        `json:"completed_at,omitempty"`

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 )
 
 // scopeKind is the level a runner, a token or a runner group belongs to.
@@ -388,6 +390,8 @@ type job struct {
 	conclude   string            // conclusion the runner reports
 	container  string            // the job container's image, "" for none
 	services   map[string]string // service name → image
+	// containerOptions: ports, credentials and container steps (nil: none).
+	containerOptions *runnerapi.ContainerOptions
 	status     string
 	conclusion string
 	runner     *runner

@@ -424,7 +424,7 @@ func (s Scenario) Validate() error {
 		if cj.Image == "" || cj.UnpullableEvery < 0 || cj.PrepareJobTimeout < 0 || cj.ImagePullGracePeriod < 0 {
 			errs = append(errs, errors.New("container_jobs needs an image; unpullable_every, prepare_job_timeout and image_pull_grace_period must not be negative"))
 		}
-		if err := simgithub.ValidateContainers(cj.Image, cj.Services); err != nil {
+		if err := simgithub.ValidateContainers(cj.Image, cj.Services, nil); err != nil {
 			errs = append(errs, fmt.Errorf("container_jobs: %w", err))
 		}
 		if s.Trace != nil {

@@ -276,10 +276,6 @@ func leftovers(ctx context.Context, c client.Client, sim *simgithub.Sim) Leftove
 	if err := c.List(ctx, &pods, client.InNamespace(namespace), managed); err == nil {
 		lo.Pods = len(pods.Items)
 	}
-	// A Kubernetes-mode runner's anchor pod, in containerMode.namespace.
-	if err := c.List(ctx, &pods, client.MatchingLabels{v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookAnchor}); err == nil {
-		lo.Pods += len(pods.Items)
-	}
 	var secrets corev1.SecretList
 	if err := c.List(ctx, &secrets, client.InNamespace(namespace), managed); err == nil {
 		lo.Secrets = len(secrets.Items)

@@ -1,6 +1,7 @@
-package runnerpool
+package runner
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -9,12 +10,15 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	containerhooks "github.com/gantry-dev/gantry/config/container-hooks"
+
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/testutil"
 )
 
 // The hook template carries Gantry's labels (which the pool's cannot replace) and the
-// runner pod's security defaults unless the pool sets its own.
+// runner pod's security defaults (with the hook's own fsGroup) unless the pool sets its
+// own; it is JSON, which the hook reads as YAML and the wrapper as JSON.
 func TestWorkflowPodTemplate(t *testing.T) {
 	gantryLabels := map[string]string{
 		"app.kubernetes.io/managed-by": "gantry", "gantry.dev/pool": "k8s", "gantry.dev/pool-namespace": "ci",
@@ -30,7 +34,7 @@ func TestWorkflowPodTemplate(t *testing.T) {
 		}
 		return out
 	}
-	defaultPodSC := &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	defaultPodSC := &corev1.PodSecurityContext{FSGroup: ptr.To[int64](1001), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
 	defaultJobSC := &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false)}
 	tests := []struct {
 		name string
@@ -59,8 +63,15 @@ func TestWorkflowPodTemplate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			pool := testutil.RunnerPool("ci", "k8s").KubernetesMode("jobs").Obj()
 			pool.Spec.ContainerMode.WorkflowPodTemplate = tt.tmpl
+			data := HookConfigData(pool)
+			if data[HookWrapperKey] != containerhooks.Wrapper {
+				t.Errorf("the ConfigMap's %s is not config/container-hooks/hook.js", HookWrapperKey)
+			}
+			if !json.Valid([]byte(data[HookTemplateKey])) {
+				t.Errorf("the template is not JSON: %s", data[HookTemplateKey])
+			}
 			var got corev1.PodTemplateSpec
-			if err := yaml.UnmarshalStrict(WorkflowPodTemplateYAML(pool), &got); err != nil {
+			if err := yaml.UnmarshalStrict([]byte(data[HookTemplateKey]), &got); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {

@@ -1,0 +1,311 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/hookrelease"
+)
+
+// This file is the pods and Secrets the hook makes for a runner (hookrelease's table):
+// watched while the runner runs, and removed once it ends.
+
+// containerHooks is the phase of a Kubernetes-mode runner once its pod exists. Contract:
+//
+//   - The hook's pods are watched, in the namespace it works in, by their runner-pod
+//     label: the workflow pod (hookrelease.WorkflowPodName) and the step pods of image
+//     actions (hookrelease.StepPodPrefix). The hook never reads the runner pod, so there
+//     is nothing to place for it: the scheduler places every pod it makes.
+//   - The workflow pod: Running sets the Runner's WorkflowPodReady condition True; an
+//     invalid image, an image pull failing past recovery.imagePullGracePeriod, or a pod
+//     unschedulable past recovery.pendingTimeout (the runner pod's own stuck detection,
+//     diagnose) sets it False with a Warning event naming the image or the scheduler's
+//     message, and deletes the WORKFLOW pod — not the runner pod. The hook's
+//     prepare_job, polling that pod, finds it gone and fails at once; the runner reports
+//     the job failed with the hook's message and exits: the job ends within seconds,
+//     not after the hook's prepare-job timeout nor GitHub's runner-lost timeout.
+//   - Backstop: a runner still not ended backstopAfter that deletion (its
+//     hook did not give up: not GitHub's) is failed as any stuck runner, its pod
+//     deleted.
+//   - A step pod that cannot start for the same reasons is deleted with a Warning event:
+//     the hook's run_container_step, polling it, fails the step at once, and the job
+//     goes on as the workflow says (the runner is not stuck, so no backstop).
+//   - The workflow pod, step pods and hook Secrets go when the runner fails (fail) or is
+//     removed (finalize), whatever ended it: removeHookObjects.
+//
+// Done unless it failed the runner. Other pools: done at once.
+func (r *Reconciler) containerHooks(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
+	cm := s.pool.Spec.ContainerMode
+	if !cm.IsKubernetes() || s.pod == nil {
+		return reconcile.Result{}, true, nil
+	}
+	if s.pod.Status.Phase == corev1.PodSucceeded || s.pod.Status.Phase == corev1.PodFailed || s.pod.DeletionTimestamp != nil {
+		// Ended: observe completes or fails the runner, and that removes the hook's objects.
+		return reconcile.Result{}, true, nil
+	}
+	hook := hookOfPod(s.pod)
+	if hook == nil {
+		return reconcile.Result{}, true, nil // made before the pool took Kubernetes mode
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, ctrl.InNamespace(hook.Namespace), ctrl.MatchingLabels{hookrelease.LabelRunnerPod: s.pod.Name}); err != nil {
+		return reconcile.Result{}, false, fmt.Errorf("listing the hook's pods: %w", err)
+	}
+	var wf *corev1.Pod
+	var res reconcile.Result
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		switch {
+		case p.Name == hookrelease.WorkflowPodName(s.pod.Name) && p.DeletionTimestamp == nil:
+			wf = p
+		case strings.HasPrefix(p.Name, hookrelease.StepPodPrefix(s.pod.Name)) && p.DeletionTimestamp == nil:
+			later, err := r.observeStepPod(ctx, s, p)
+			if err != nil {
+				return reconcile.Result{}, false, err
+			}
+			res = mergeResults(res, later)
+		}
+	}
+	if wf == nil {
+		later, done, err := r.workflowPodBackstop(ctx, s)
+		return mergeResults(res, later), done, err
+	}
+	later, done, err := r.observeWorkflowPod(ctx, s, wf)
+	return mergeResults(res, later), done, err
+}
+
+// workflowPodGrace is how long after the hook's own prepare-job timeout a runner whose
+// workflow pod Gantry deleted may take to end before Gantry ends it.
+const workflowPodGrace = 30 * time.Second
+
+// backstopAfter is the time after Gantry deleted a runner's workflow pod that
+// could not start by which the runner must have ended: the hook's prepare-job timeout
+// (any hook gives up by then, having started waiting before the deletion) plus
+// workflowPodGrace. The official hook ends within seconds of the deletion.
+func backstopAfter(cm *v1alpha1.ContainerModeSpec) time.Duration {
+	return cm.PrepareJobTimeoutOrDefault() + workflowPodGrace
+}
+
+// isWorkflowPodFailure reports whether reason is one for which containerHooks deletes
+// a workflow pod that cannot start.
+func isWorkflowPodFailure(reason string) bool {
+	switch reason {
+	case v1alpha1.ReasonWorkflowPodInvalidImage, v1alpha1.ReasonWorkflowPodImagePullFailed, v1alpha1.ReasonWorkflowPodUnschedulable:
+		return true
+	}
+	return false
+}
+
+// workflowPodBackstop is containerHooks with no workflow pod, or one going: after
+// Gantry deleted a workflow pod that could not start (WorkflowPodReady False with a
+// workflow-pod reason), the runner is expected to end on its own; once
+// workflowPodBackstop has passed since that deletion, it is failed with that reason.
+func (r *Reconciler) workflowPodBackstop(ctx context.Context, s *scope) (reconcile.Result, bool, error) {
+	c := meta.FindStatusCondition(s.runner.Status.Conditions, v1alpha1.ConditionWorkflowPodReady)
+	if c == nil || c.Status != metav1.ConditionFalse || !isWorkflowPodFailure(c.Reason) {
+		return reconcile.Result{}, true, nil
+	}
+	backstop := backstopAfter(s.pool.Spec.ContainerMode)
+	if left := backstop - r.Clock.Since(c.LastTransitionTime.Time); left > 0 {
+		return reconcile.Result{RequeueAfter: left}, true, nil
+	}
+	return r.fail(ctx, s, c.Reason, fmt.Sprintf(
+		"%s; the runner had not ended %s after Gantry deleted that workflow pod, so its runner pod is deleted",
+		c.Message, humanDuration(backstop)))
+}
+
+// observeWorkflowPod is containerHooks' look at the runner's workflow pod.
+func (r *Reconciler) observeWorkflowPod(ctx context.Context, s *scope, wf *corev1.Pod) (reconcile.Result, bool, error) {
+	cond := metav1.Condition{Type: v1alpha1.ConditionWorkflowPodReady, ObservedGeneration: s.runner.Generation}
+	switch wf.Status.Phase {
+	case corev1.PodRunning:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, v1alpha1.ReasonWorkflowPodRunning, "the workflow pod "+wf.Name+" runs"
+		meta.SetStatusCondition(&s.runner.Status.Conditions, cond)
+		return reconcile.Result{}, true, nil
+	case corev1.PodPending:
+	default:
+		return reconcile.Result{}, true, nil
+	}
+	v := diagnose(wf, s.pool.Spec.Recovery, r.Clock.Now(), false)
+	reason, message := workflowPodVerdict(wf, v, s.pool.Spec.Recovery)
+	if reason == "" {
+		return reconcile.Result{RequeueAfter: v.wait}, true, nil
+	}
+	cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, reason, message
+	meta.SetStatusCondition(&s.runner.Status.Conditions, cond)
+	log.FromContext(ctx).Info("Deleting the workflow pod that cannot start", "pod", klog.KObj(wf), "reason", reason, "message", message)
+	if err := r.Client.Delete(ctx, wf, ctrl.GracePeriodSeconds(0), ctrl.Preconditions{UID: &wf.UID}); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			// Gone already, or a new pod of that name: the next look decides.
+			return reconcile.Result{RequeueAfter: time.Second}, true, nil
+		}
+		return reconcile.Result{}, false, fmt.Errorf("deleting the workflow pod %s/%s: %w", wf.Namespace, wf.Name, err)
+	}
+	r.Events.Eventf(s.runner, wf, corev1.EventTypeWarning, reason, "DeleteWorkflowPod",
+		"%s; the workflow pod is deleted, so the hook fails the job at once", message)
+	return reconcile.Result{RequeueAfter: backstopAfter(s.pool.Spec.ContainerMode)}, true, nil
+}
+
+// observeStepPod is containerHooks' look at one of the runner's step pods: one that
+// cannot start (workflowPodVerdict) is deleted, with a Warning event naming its image.
+func (r *Reconciler) observeStepPod(ctx context.Context, s *scope, sp *corev1.Pod) (reconcile.Result, error) {
+	if sp.Status.Phase != corev1.PodPending {
+		return reconcile.Result{}, nil
+	}
+	v := diagnose(sp, s.pool.Spec.Recovery, r.Clock.Now(), false)
+	reason, message := workflowPodVerdict(sp, v, s.pool.Spec.Recovery)
+	if reason == "" {
+		return reconcile.Result{RequeueAfter: v.wait}, nil
+	}
+	log.FromContext(ctx).Info("Deleting the step pod that cannot start", "pod", klog.KObj(sp), "reason", reason, "message", message)
+	if err := r.Client.Delete(ctx, sp, ctrl.GracePeriodSeconds(0), ctrl.Preconditions{UID: &sp.UID}); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("deleting the step pod %s/%s: %w", sp.Namespace, sp.Name, err)
+	}
+	r.Events.Eventf(s.runner, sp, corev1.EventTypeWarning, reason, "DeleteStepPod",
+		"%s; the step pod is deleted, so the hook fails the step at once", message)
+	return reconcile.Result{}, nil
+}
+
+// mergeResults is the sooner non-zero requeue of a and b.
+func mergeResults(a, b reconcile.Result) reconcile.Result {
+	if a.RequeueAfter == 0 || (b.RequeueAfter > 0 && b.RequeueAfter < a.RequeueAfter) {
+		return b
+	}
+	return a
+}
+
+// workflowPodVerdict turns the runner pod's stuck-pod verdict on a workflow pod (or a
+// step pod) into the workflow pod's reason, with a message naming the pod, its image or
+// the scheduler's word. Other verdicts (a pod slow to start, a container failing to start) are left to the
+// hook's prepare-job timeout.
+func workflowPodVerdict(wf *corev1.Pod, v verdict, rec v1alpha1.RecoverySpec) (string, string) {
+	image := func(reasons ...string) (string, string, string) {
+		for _, c := range podContainers(wf) {
+			if w := c.status.State.Waiting; w != nil {
+				for _, r := range reasons {
+					if w.Reason == r {
+						return c.status.Name, c.status.Image, w.Message
+					}
+				}
+			}
+		}
+		return "", "", ""
+	}
+	what, fix := "the workflow pod", "fix the job's container: or services: image"
+	if !strings.HasSuffix(wf.Name, "-workflow") {
+		what, fix = "the step pod", "fix the step's uses: docker:// image"
+	}
+	switch v.reason {
+	case v1alpha1.ReasonInvalidImageName:
+		name, img, msg := image("InvalidImageName")
+		return v1alpha1.ReasonWorkflowPodInvalidImage, fmt.Sprintf(
+			"%s %s cannot start: the image %q of its container %q is not a valid image name%s; %s",
+			what, wf.Name, img, name, detail("", msg), fix)
+	case v1alpha1.ReasonImagePullFailed:
+		name, img, msg := image("ErrImagePull", "ImagePullBackOff")
+		return v1alpha1.ReasonWorkflowPodImagePullFailed, fmt.Sprintf(
+			"%s %s cannot start: the image %q of its container %q could not be pulled for %s%s; check the image name, tag and registry credentials (container.credentials in the workflow)",
+			what, wf.Name, img, name, humanDuration(rec.ImagePullGracePeriodOrDefault()), detail("", msg))
+	case v1alpha1.ReasonUnschedulable:
+		why := ""
+		if c := podCondition(wf, corev1.PodScheduled); c != nil {
+			why = c.Message
+		}
+		return v1alpha1.ReasonWorkflowPodUnschedulable, fmt.Sprintf(
+			"%s %s could not be scheduled for %s%s; check containerMode.workflowPodTemplate (resources, nodeSelector, tolerations) against the cluster's nodes",
+			what, wf.Name, humanDuration(rec.PendingTimeoutOrDefault()), detail("", why))
+	}
+	return "", ""
+}
+
+// removeHookObjects deletes what the hook made for a runner where it worked: the pods
+// (the workflow pod, step pods) and Secrets labelled runner-pod=RUNNER. The hook sets no
+// owner reference, so nothing else would. Its own cleanup_job usually did it already:
+// pods are deleted only as the cache shows them; Secrets, which the controller neither
+// caches nor may list, by one deletecollection. Idempotent; pools in other modes:
+// nothing. The namespace is the runner's hook namespace (status.containerHook), or,
+// with no status (the pool gone before it was written), wherever the cache shows pods
+// of the runner.
+func (r *Reconciler) removeHookObjects(ctx context.Context, runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) error {
+	var namespaces []string
+	switch {
+	case runner.Status.ContainerHook != nil:
+		namespaces = append(namespaces, runner.Status.ContainerHook.Namespace)
+	case pool != nil && pool.Spec.ContainerMode.IsKubernetes() && !pool.Spec.ContainerMode.IsolatesRunners():
+		namespaces = append(namespaces, pool.Spec.ContainerMode.Namespace)
+	case pool != nil && !pool.Spec.ContainerMode.IsKubernetes():
+		return nil
+	default:
+		var pods corev1.PodList
+		if err := r.Client.List(ctx, &pods, ctrl.MatchingLabels{
+			v1alpha1.LabelPoolNamespace: runner.Namespace, hookrelease.LabelRunnerPod: runner.Name}); err != nil {
+			return fmt.Errorf("listing the runner's hook pods: %w", err)
+		}
+		for _, p := range pods.Items {
+			if p.Namespace != runner.Namespace && !slices.Contains(namespaces, p.Namespace) {
+				namespaces = append(namespaces, p.Namespace)
+			}
+		}
+	}
+	mine := ctrl.MatchingLabels{hookrelease.LabelRunnerPod: runner.Name}
+	for _, ns := range namespaces {
+		var pods corev1.PodList
+		if err := r.Client.List(ctx, &pods, ctrl.InNamespace(ns), mine); err != nil {
+			return fmt.Errorf("listing the runner's hook pods: %w", err)
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			if err := r.Client.Delete(ctx, p, ctrl.GracePeriodSeconds(0)); ctrl.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting the runner's pod %s/%s: %w", ns, p.Name, err)
+			}
+		}
+		// The controller may not list Secrets (it reads them by name only): one
+		// deletecollection by label, whether or not the hook's cleanup_job left any.
+		if err := r.Client.DeleteAllOf(ctx, &corev1.Secret{}, ctrl.InNamespace(ns), mine); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the hook's secrets: %w", err)
+		}
+	}
+	return nil
+}
+
+// hookPodRunner maps a pod the hook made (a workflow or step pod) to its Runner: the
+// pool's namespace is on it (gantry.dev/pool-namespace, through the template) and the
+// runner's name is its runner-pod label (the runner pod is named after its Runner).
+func hookPodRunner(_ context.Context, o ctrl.Object) []reconcile.Request {
+	l := o.GetLabels()
+	ns, name := l[v1alpha1.LabelPoolNamespace], l[hookrelease.LabelRunnerPod]
+	if ns == "" || name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
+// poolOf is the runner's pool as the cache holds it, nil when it is gone.
+func (r *Reconciler) poolOf(ctx context.Context, runner *v1alpha1.Runner) *v1alpha1.RunnerPool {
+	pool := &v1alpha1.RunnerPool{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: runner.Namespace, Name: runner.Spec.PoolName}, pool); err != nil {
+		return nil
+	}
+	return pool
+}
+
