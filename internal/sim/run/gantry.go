@@ -79,6 +79,15 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 		return reportInputs{}, err
 	}
 	jobs, finished, lastDone := waitJobs(ctx, w.sim, 0, len(queued), start.Add(sc.Timeout))
+	var secondBurstAt time.Time
+	if finished && sc.ContainerJobs != nil && sc.ContainerJobs.SecondBurst > 0 {
+		more, at, err := queueSecondBurst(ctx, w, sc, seed, start.Add(sc.Timeout), out)
+		if err != nil {
+			return reportInputs{}, err
+		}
+		queued, secondBurstAt = append(queued, more...), at
+		jobs, finished, lastDone = waitJobs(ctx, w.sim, 0, len(queued), start.Add(sc.Timeout))
+	}
 	// The schedule ends with the workload at the latest; a step still ahead is
 	// reported as not injected.
 	stopFaults()
@@ -131,7 +140,7 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 		calls: w.sim.CallCounts(), deliveries: w.sim.Deliveries(), samples: smp.samples(), finished: finished, lastJobDone: lastDone,
 		drained: drained, drainedAt: drainedAt, injections: injections, lostNodePods: lostNodePods,
 		leftover: leftovers(ctx, w.cl.Client, w.sim), cpu: processCPU(),
-		sessions: sessions, idle: idle, caches: caches, runnerFailures: w.runners.failed(),
+		sessions: sessions, idle: idle, caches: caches, runnerFailures: w.runners.failed(), secondBurstAt: secondBurstAt,
 	}
 	in.controller = w.ctrl.stop()
 	if in.controller.Processes > 0 {
