@@ -53,6 +53,9 @@ const (
 	HookTemplateKey = "workflow-pod.json"
 	// HookWrapperKey is Gantry's wrapper of GitHub's hook (config/container-hooks/hook.js).
 	HookWrapperKey = "hook.js"
+	// legacyTemplateKey is where Gantry before the wrapper put the template: the runner
+	// pods it made, busy with a job through an upgrade, still read it there.
+	legacyTemplateKey = "workflow-pod.yaml"
 	// HookWrapperPath is ACTIONS_RUNNER_CONTAINER_HOOKS: the wrapper where the runner
 	// container mounts it.
 	HookWrapperPath = HookTemplateDir + "/" + HookWrapperKey
@@ -165,9 +168,11 @@ func HookEnv(cm *v1alpha1.ContainerModeSpec, namespace string) []corev1.EnvVar {
 // Gantry's wrapper and the workflow-pod template. Written once per pool generation: the
 // wrapper's per-job changes (port mappings, service names) cost no write.
 func HookConfigData(pool *v1alpha1.RunnerPool) map[string]string {
+	tmpl := string(WorkflowPodTemplateJSON(pool))
 	return map[string]string{
-		HookWrapperKey:  containerhooks.Wrapper,
-		HookTemplateKey: string(WorkflowPodTemplateJSON(pool)),
+		HookWrapperKey:    containerhooks.Wrapper,
+		HookTemplateKey:   tmpl,
+		legacyTemplateKey: tmpl, // JSON is YAML
 	}
 }
 
@@ -242,8 +247,9 @@ func HookLabels(pool *v1alpha1.RunnerPool) map[string]string {
 }
 
 // poolPodHash is TemplateHash of the pool's template, and in Kubernetes mode of its
-// containerMode too, which shapes the runner pod as much (its environment, token and
-// work volume): a changed containerMode makes the pool's idle and pending runners
+// containerMode and of the shape Gantry gives the hook (hookShape) too, which shape the
+// runner pod as much (its environment, token and work volume): a changed containerMode,
+// or a Gantry that runs the hook differently, makes the pool's idle and pending runners
 // outdated, as a changed template does. Pools in other modes keep TemplateHash of their
 // template alone, so an upgrade outdates none of their runners.
 func poolPodHash(pool *v1alpha1.RunnerPool) string {
@@ -255,6 +261,10 @@ func poolPodHash(pool *v1alpha1.RunnerPool) string {
 	if err != nil {
 		return h
 	}
-	sum := sha256.Sum256(append([]byte(h), b...))
+	sum := sha256.Sum256(append([]byte(h+hookShape), b...))
 	return hex.EncodeToString(sum[:8])
 }
+
+// hookShape names how Gantry runs the hook; a new one outdates the idle runners of
+// Kubernetes-mode pools made by an earlier Gantry (they ran GitHub's hook directly).
+const hookShape = "wrapper/1"

@@ -70,6 +70,9 @@ func TestWorkflowPodTemplate(t *testing.T) {
 			if !json.Valid([]byte(data[HookTemplateKey])) {
 				t.Errorf("the template is not JSON: %s", data[HookTemplateKey])
 			}
+			if data[legacyTemplateKey] != data[HookTemplateKey] {
+				t.Errorf("runner pods made before the wrapper read %s: want the same template there", legacyTemplateKey)
+			}
 			var got corev1.PodTemplateSpec
 			if err := yaml.UnmarshalStrict([]byte(data[HookTemplateKey]), &got); err != nil {
 				t.Fatal(err)

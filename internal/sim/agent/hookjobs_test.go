@@ -73,16 +73,22 @@ var portMappedJob = simgithub.JobSpec{Container: "node:22", Services: map[string
 // Gantry's wrapper no hostPort reaches the cluster, each service is reached at its
 // name (hostAliases to the pod's loopback) and container port, and the job is green.
 func TestPortMappedServices(t *testing.T) {
-	t.Run("the hook alone", func(t *testing.T) {
-		t.Parallel()
+	// run runs portMappedJob on runner pod r1 configured by setup, in a namespace that
+	// enforces baseline.
+	run := func(t *testing.T, setup func(w *world) func(*corev1.Pod)) (*world, *kubelet, *Agents, simgithub.Job) {
 		w := newWorld(t, 0)
 		w.baseline()
 		w.hookIdentity("runner-sa", hookRules())
 		k := w.kubelet()
 		a := w.start(Options{})
 		job := w.queue(portMappedJob)
-		w.runnerPod("r1", "node-a", hooked("runner-sa"))
+		w.runnerPod("r1", "node-a", setup(w))
 		eventually(t, "the runner to report the job", func() bool { return completed(a, "r1") != nil })
+		return w, k, a, job
+	}
+	t.Run("the hook alone", func(t *testing.T) {
+		t.Parallel()
+		w, k, a, job := run(t, func(*world) func(*corev1.Pod) { return hooked("runner-sa") })
 		e := completed(a, "r1")
 		if j, _ := w.sim.Job(job.ID); j.Conclusion != simgithub.ConclusionFailure || !strings.HasPrefix(e.Cause, hookrelease.MsgCreateJobPodFailed) ||
 			!strings.Contains(e.Cause, `violates PodSecurity "baseline:latest": hostPort`) || !strings.Contains(e.Cause, `"postgres"`) || !strings.Contains(e.Cause, "5432") {
@@ -97,14 +103,7 @@ func TestPortMappedServices(t *testing.T) {
 	})
 	t.Run("behind the wrapper", func(t *testing.T) {
 		t.Parallel()
-		w := newWorld(t, 0)
-		w.baseline()
-		w.hookIdentity("runner-sa", hookRules())
-		k := w.kubelet()
-		a := w.start(Options{})
-		job := w.queue(portMappedJob)
-		w.runnerPod("r1", "node-a", w.wrapped("runner-sa", noToken))
-		eventually(t, "the runner to report the job", func() bool { return completed(a, "r1") != nil })
+		w, k, a, job := run(t, func(w *world) func(*corev1.Pod) { return w.wrapped("runner-sa", noToken) })
 		if j, _ := w.sim.Job(job.ID); j.Conclusion != simgithub.ConclusionSuccess {
 			t.Fatalf("job concluded %q with %+v, want success", j.Conclusion, completed(a, "r1"))
 		}
