@@ -325,8 +325,10 @@ const ContainerHookSuffix = "-container-hook"
 // Conditions and reasons of Kubernetes mode.
 const (
 	// ConditionWorkflowPodReady (Runner, Kubernetes mode) is False while the runner's
-	// workflow pod cannot start, with the reason and the image or the scheduler's message;
-	// True once it runs. Absent while the runner has no workflow pod.
+	// workflow pod cannot start, with the reason and the image or the scheduler's message,
+	// written at once; True once it runs, written with the runner's next status write (a
+	// runner whose job ends first is removed without it). Absent while the runner has no
+	// workflow pod.
 	ConditionWorkflowPodReady = "WorkflowPodReady"
 
 	// ReasonWorkflowPodRunning: the workflow pod runs.

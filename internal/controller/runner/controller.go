@@ -203,6 +203,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *scope) (time.Duration, 
 	if later := r.writeLater(s); later > 0 {
 		return later, nil
 	}
+	if workflowPodReadyRides(s) { // hookpods.go
+		return 0, nil
+	}
 	return 0, r.patchStatus(ctx, s)
 }
 

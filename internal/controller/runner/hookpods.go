@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +27,8 @@ import (
 
 // containerHooks is the phase of a Kubernetes-mode runner once its pod exists. Contract:
 //
+//   - The namespace the hook works in has its default ServiceAccount, which the hook's
+//     pods name (ensureDefaultServiceAccount).
 //   - The hook's pods are watched, in the namespace it works in, by their runner-pod
 //     label: the workflow pod (hookrelease.WorkflowPodName) and the step pods of image
 //     actions (hookrelease.StepPodPrefix). The hook never reads the runner pod, so there
@@ -60,6 +63,9 @@ func (r *Reconciler) containerHooks(ctx context.Context, s *scope) (reconcile.Re
 	hook := hookOfPod(s.pod)
 	if hook == nil {
 		return reconcile.Result{}, true, nil // made before the pool took Kubernetes mode
+	}
+	if err := r.ensureDefaultServiceAccount(ctx, hook.Namespace); err != nil {
+		return reconcile.Result{}, false, err
 	}
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, ctrl.InNamespace(hook.Namespace), ctrl.MatchingLabels{hookrelease.LabelRunnerPod: s.pod.Name}); err != nil {
@@ -183,6 +189,34 @@ func (r *Reconciler) observeStepPod(ctx context.Context, s *scope, sp *corev1.Po
 	return reconcile.Result{}, nil
 }
 
+// workflowPodReadyRides reports whether the reconcile's status differs from the stored
+// one only by a WorkflowPodReady True condition: it is not worth a write of its own (one
+// per container job), and rides with the runner's next status write, if any — a runner
+// whose job ends first is deleted without one. A False one, which says what went wrong,
+// is written at once, and so is a True one that replaces a stored False.
+func workflowPodReadyRides(s *scope) bool {
+	c := meta.FindStatusCondition(s.runner.Status.Conditions, v1alpha1.ConditionWorkflowPodReady)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return false
+	}
+	old := meta.FindStatusCondition(s.before.Status.Conditions, v1alpha1.ConditionWorkflowPodReady)
+	if old != nil && old.Status != metav1.ConditionTrue {
+		return false // a stored False would go on saying the pod cannot start
+	}
+	st := s.runner.Status.DeepCopy()
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == v1alpha1.ConditionWorkflowPodReady {
+			if old != nil {
+				st.Conditions[i] = *old
+			} else {
+				st.Conditions = slices.Delete(st.Conditions, i, i+1)
+			}
+			break
+		}
+	}
+	return equalStatus(s.before.Status, *st)
+}
+
 // mergeResults is the sooner non-zero requeue of a and b.
 func mergeResults(a, b reconcile.Result) reconcile.Result {
 	if a.RequeueAfter == 0 || (b.RequeueAfter > 0 && b.RequeueAfter < a.RequeueAfter) {
@@ -240,14 +274,18 @@ func workflowPodVerdict(wf *corev1.Pod, v verdict, rec v1alpha1.RecoverySpec) (s
 // owner reference, so nothing else would. Its own cleanup_job usually did it already:
 // pods are deleted only as the cache shows them; Secrets, which the controller neither
 // caches nor may list, by one deletecollection. Idempotent; pools in other modes:
-// nothing. The namespace is the runner's hook namespace (status.containerHook), or,
-// with no status (the pool gone before it was written), wherever the cache shows pods
-// of the runner.
+// nothing. The namespace is the runner's hook namespace (status.containerHook, or what
+// this process remembers of it), or, with neither, wherever the cache shows pods of the
+// runner and the namespace of the slot it claimed.
 func (r *Reconciler) removeHookObjects(ctx context.Context, runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) error {
 	var namespaces []string
+	hook := runner.Status.ContainerHook
+	if e := r.unwritten.get(runner); hook == nil && e != nil {
+		hook = e.containerHook
+	}
 	switch {
-	case runner.Status.ContainerHook != nil:
-		namespaces = append(namespaces, runner.Status.ContainerHook.Namespace)
+	case hook != nil:
+		namespaces = append(namespaces, hook.Namespace)
 	case pool != nil && pool.Spec.ContainerMode.IsKubernetes() && !pool.Spec.ContainerMode.IsolatesRunners():
 		namespaces = append(namespaces, pool.Spec.ContainerMode.Namespace)
 	case pool != nil && !pool.Spec.ContainerMode.IsKubernetes():
@@ -261,6 +299,21 @@ func (r *Reconciler) removeHookObjects(ctx context.Context, runner *v1alpha1.Run
 		for _, p := range pods.Items {
 			if p.Namespace != runner.Namespace && !slices.Contains(namespaces, p.Namespace) {
 				namespaces = append(namespaces, p.Namespace)
+			}
+		}
+		// A hook that made a Secret and no pod: the slot the runner claimed says where.
+		var sas corev1.ServiceAccountList
+		if err := r.APIReader.List(ctx, &sas, ctrl.InNamespace(runner.Namespace), ctrl.MatchingLabels{
+			v1alpha1.LabelRunner: runner.Name, v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookSlot}); err != nil {
+			return fmt.Errorf("listing the runner's hook slot: %w", err)
+		}
+		for _, sa := range sas.Items {
+			n, err := strconv.Atoi(sa.Labels[LabelHookSlot])
+			if err != nil || pool == nil {
+				continue // the pool gone: its slots' namespaces go with it
+			}
+			if ns := v1alpha1.ContainerHookSlotNamespace(pool, n); !slices.Contains(namespaces, ns) {
+				namespaces = append(namespaces, ns)
 			}
 		}
 	}

@@ -58,7 +58,7 @@ var errNoWatchedSlot = errors.New("no free hook namespace among those the contro
 
 // claimHookSlot gives a Kubernetes-mode runner, before its pod is made, the
 // ServiceAccount and namespace its hook works with, in status.containerHook (buildPod
-// reads it). With isolation Pool: the pool's ServiceAccount and containerMode.namespace.
+// reads it; written with the runner's first status write, unwritten.go). With isolation Pool: the pool's ServiceAccount and containerMode.namespace.
 // With isolation Runner, a hook slot of the pool of its own. Contract:
 //
 //   - Slot N is the ServiceAccount POOL-container-hook-N (in the pool's namespace, owned
@@ -94,6 +94,7 @@ func (r *Reconciler) claimHookSlot(ctx context.Context, s *scope) (reconcile.Res
 		s.runner.Status.ContainerHook = &v1alpha1.RunnerContainerHook{
 			Namespace: cm.Namespace, ServiceAccount: v1alpha1.ContainerHookServiceAccountName(s.pool.Name),
 		}
+		r.unwritten.rememberContainerHook(s.runner, &s.runner.Status, r.Clock.Now())
 		return reconcile.Result{}, true, nil
 	}
 	sa, n, err := r.claimSlotServiceAccount(ctx, s)
@@ -114,6 +115,9 @@ func (r *Reconciler) claimHookSlot(ctx context.Context, s *scope) (reconcile.Res
 		return reconcile.Result{}, false, err
 	}
 	s.runner.Status.ContainerHook = &v1alpha1.RunnerContainerHook{Namespace: ns, ServiceAccount: sa}
+	// Written with the runner's first status write (unwritten.go): till then the claim on
+	// the ServiceAccount, and once made the pod's environment, say it.
+	r.unwritten.rememberContainerHook(s.runner, &s.runner.Status, r.Clock.Now())
 	if strings.HasPrefix(s.runner.Status.Message, waitingForSlot) {
 		s.runner.Status.Message = ""
 	}
@@ -149,6 +153,9 @@ func (r *Reconciler) slotUsable(ns string) bool {
 type hookSlots struct {
 	mu    sync.Mutex
 	pools map[types.UID]*poolSlots
+	// serviceAccounts are the hook namespaces whose default ServiceAccount this process
+	// saw or made (ensureDefaultServiceAccount).
+	serviceAccounts sync.Map
 }
 
 // poolSlots are one pool's slots as last listed and since claimed by this process.
@@ -380,8 +387,9 @@ const podSecurityLabelPrefix = "pod-security.kubernetes.io/"
 
 // ensureHookSlot makes slot n's namespace ns ready for the ServiceAccount sa, unless it
 // is (it exists and its RoleBinding, made last, too): the namespace with containerMode.namespace's
-// Pod Security labels, its default ServiceAccount, the runner NetworkPolicy, and the RoleBinding of
-// ContainerHookClusterRole to sa. A namespace of that name that is not this slot's is
+// Pod Security labels, the runner NetworkPolicy, and the RoleBinding of
+// ContainerHookClusterRole to sa. Its default ServiceAccount, which the hook's pods need,
+// is kube-controller-manager's to make (ensureDefaultServiceAccount looks later). A namespace of that name that is not this slot's is
 // refused, not used.
 func (r *Reconciler) ensureHookSlot(ctx context.Context, pool *v1alpha1.RunnerPool, ns, sa string, n int) error {
 	existing := &corev1.Namespace{}
@@ -418,13 +426,6 @@ func (r *Reconciler) ensureHookSlot(ctx context.Context, pool *v1alpha1.RunnerPo
 	default:
 		return fmt.Errorf("reading namespace %s: %w", ns, err)
 	}
-	// The namespace's default ServiceAccount, which the hook's pods name: the API server
-	// admits no pod before it exists, and kube-controller-manager makes it only a moment
-	// after the namespace. Made here, it mounts no token.
-	sa0 := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}, AutomountServiceAccountToken: ptr.To(false)}
-	if err := r.Client.Create(ctx, sa0); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the default ServiceAccount of %s: %w", ns, err)
-	}
 	if r.HookNetworkPolicy != nil {
 		np := slotNetworkPolicy(r.HookNetworkPolicy, ns)
 		if err := r.Client.Create(ctx, np); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -457,4 +458,30 @@ func slotNetworkPolicy(tmpl *networkingv1.NetworkPolicy, ns string) *networkingv
 	p.Labels[v1alpha1.LabelManagedBy] = v1alpha1.ManagedByValue
 	p.Labels[v1alpha1.LabelWorkflowPod] = v1alpha1.ContainerHookSlot
 	return p
+}
+
+// ensureDefaultServiceAccount makes sure namespace ns, where a runner's hook works, has
+// its default ServiceAccount before the hook makes a pod there: the API server admits no
+// pod naming a ServiceAccount that does not exist, and every pod the hook makes names
+// "default". kube-controller-manager makes it a moment after the namespace, so by the
+// time a runner pod is reconciled it is there, and this is a read, once per namespace
+// and process; where it is not (a cluster without that controller), it is made here,
+// mounting no token.
+func (r *Reconciler) ensureDefaultServiceAccount(ctx context.Context, ns string) error {
+	if _, ok := r.slots.serviceAccounts.Load(ns); ok {
+		return nil
+	}
+	key := types.NamespacedName{Namespace: ns, Name: "default"}
+	err := r.APIReader.Get(ctx, key, &corev1.ServiceAccount{})
+	if apierrors.IsNotFound(err) {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}, AutomountServiceAccountToken: ptr.To(false)}
+		if err = r.Client.Create(ctx, sa); apierrors.IsAlreadyExists(err) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("making sure %s has its default ServiceAccount: %w", ns, err)
+	}
+	r.slots.serviceAccounts.Store(ns, true)
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -120,7 +121,7 @@ func TestClaimHookSlot(t *testing.T) {
 					return c.Patch(ctx, obj, patch, opts...)
 				}}).Build()
 			policy := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "gantry-runners"}}
-			r := &Reconciler{Client: c, APIReader: c, Events: events.NewFakeRecorder(10), WatchedNamespaces: tc.watched, HookNetworkPolicy: policy}
+			r := &Reconciler{Client: c, APIReader: c, Clock: clock.RealClock{}, Events: events.NewFakeRecorder(10), WatchedNamespaces: tc.watched, HookNetworkPolicy: policy}
 			s := &scope{runner: runner("me"), pool: p}
 			res, done, err := r.claimHookSlot(context.Background(), s)
 			if err != nil {
@@ -131,6 +132,9 @@ func TestClaimHookSlot(t *testing.T) {
 			}
 			if !done && (res != reconcile.Result{RequeueAfter: tc.wantRetry} || !strings.Contains(s.runner.Status.Message, tc.wantMessage)) {
 				t.Errorf("waiting: result %+v, message %q; want a retry after %s and a message saying %q", res, s.runner.Status.Message, tc.wantRetry, tc.wantMessage)
+			}
+			if e := r.unwritten.get(s.runner); tc.want != nil && (e == nil || !cmp.Equal(tc.want, e.containerHook)) {
+				t.Errorf("the claim is not remembered for the runner's first status write: %+v", e)
 			}
 			if diff := cmp.Diff(tc.want, s.runner.Status.ContainerHook); diff != "" {
 				t.Errorf("status.containerHook (-want +got):\n%s", diff)
@@ -191,7 +195,7 @@ func TestClaimHookSlotRefusesAForeignNamespace(t *testing.T) {
 	foreign := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ContainerHookSlotNamespace(pool, 0)}}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(pool, foreign,
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ci-jobs"}}).Build()
-	r := &Reconciler{Client: c, APIReader: c}
+	r := &Reconciler{Client: c, APIReader: c, Clock: clock.RealClock{}}
 	s := &scope{runner: &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "me"}, Spec: v1alpha1.RunnerSpec{PoolName: "k8s"}}, pool: pool}
 	_, done, err := r.claimHookSlot(context.Background(), s)
 	if err == nil || done || !strings.Contains(err.Error(), "is not a container hook namespace of pool ci/k8s") {
@@ -230,7 +234,7 @@ func TestClaimHookSlotBurst(t *testing.T) {
 			return c.Create(ctx, obj, opts...)
 		},
 	}).Build()
-	r := &Reconciler{Client: c, APIReader: c}
+	r := &Reconciler{Client: c, APIReader: c, Clock: clock.RealClock{}}
 	got := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -255,5 +259,42 @@ func TestClaimHookSlotBurst(t *testing.T) {
 	}
 	if w := saWrites.Load(); w != n {
 		t.Errorf("%d ServiceAccount creates for %d runners, want one each", w, n)
+	}
+}
+
+// A hook namespace's default ServiceAccount, which the hook's pods name, is looked at once
+// per namespace: kube-controller-manager's is left alone, a missing one is made without a
+// token.
+func TestEnsureDefaultServiceAccount(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	made := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "made", Name: "default"}}
+	var creates, gets int
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(made).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c ctrl.WithWatch, obj ctrl.Object, opts ...ctrl.CreateOption) error {
+			creates++
+			return c.Create(ctx, obj, opts...)
+		},
+		Get: func(ctx context.Context, c ctrl.WithWatch, key ctrl.ObjectKey, obj ctrl.Object, opts ...ctrl.GetOption) error {
+			gets++
+			return c.Get(ctx, key, obj, opts...)
+		},
+	}).Build()
+	r := &Reconciler{Client: c, APIReader: c}
+	for range 2 {
+		for _, ns := range []string{"made", "missing"} {
+			if err := r.ensureDefaultServiceAccount(context.Background(), ns); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sa := &corev1.ServiceAccount{}
+	if err := c.Get(context.Background(), ctrl.ObjectKey{Namespace: "missing", Name: "default"}, sa); err != nil {
+		t.Fatal(err)
+	}
+	if creates != 1 || gets != 3 || sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+		t.Errorf("%d creates, %d reads (then 1 to check), automount %v: want 1 create, 2 reads, no token", creates, gets, sa.AutomountServiceAccountToken)
 	}
 }

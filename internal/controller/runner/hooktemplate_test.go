@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -79,6 +80,39 @@ func TestWorkflowPodTemplate(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("hook template (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A WorkflowPodReady True condition alone is not worth a status write: it rides with
+// the next one. Anything else — a False one, a True one replacing a stored False — is
+// written.
+func TestWorkflowPodReadyRides(t *testing.T) {
+	cond := func(status metav1.ConditionStatus, reason string) metav1.Condition {
+		return metav1.Condition{Type: v1alpha1.ConditionWorkflowPodReady, Status: status, Reason: reason}
+	}
+	online := metav1.Condition{Type: "Online", Status: metav1.ConditionTrue, Reason: "Online"}
+	tests := []struct {
+		name          string
+		before, after v1alpha1.RunnerStatus
+		want          bool
+	}{
+		{"True alone", v1alpha1.RunnerStatus{Conditions: []metav1.Condition{online}},
+			v1alpha1.RunnerStatus{Conditions: []metav1.Condition{online, cond(metav1.ConditionTrue, v1alpha1.ReasonWorkflowPodRunning)}}, true},
+		{"True and the phase", v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerIdle},
+			v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerBusy, Conditions: []metav1.Condition{cond(metav1.ConditionTrue, v1alpha1.ReasonWorkflowPodRunning)}}, false},
+		{"False", v1alpha1.RunnerStatus{},
+			v1alpha1.RunnerStatus{Conditions: []metav1.Condition{cond(metav1.ConditionFalse, v1alpha1.ReasonWorkflowPodImagePullFailed)}}, false},
+		{"False turned True", v1alpha1.RunnerStatus{Conditions: []metav1.Condition{cond(metav1.ConditionFalse, v1alpha1.ReasonWorkflowPodImagePullFailed), online}},
+			v1alpha1.RunnerStatus{Conditions: []metav1.Condition{cond(metav1.ConditionTrue, v1alpha1.ReasonWorkflowPodRunning), online}}, false},
+		{"nothing", v1alpha1.RunnerStatus{}, v1alpha1.RunnerStatus{}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &scope{before: &v1alpha1.Runner{Status: tc.before}, runner: &v1alpha1.Runner{Status: tc.after}}
+			if got := workflowPodReadyRides(s); got != tc.want {
+				t.Errorf("workflowPodReadyRides = %v, want %v", got, tc.want)
 			}
 		})
 	}

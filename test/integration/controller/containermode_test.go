@@ -277,14 +277,18 @@ func stepPod(runnerPod, suffix string) *corev1.Pod {
 	return p
 }
 
-// hookBound waits until the hook's role is bound in namespace ns: the runner's token may
-// work there.
+// hookBound waits until the hook's role is bound in namespace ns and the namespace has
+// its default ServiceAccount (no kube-controller-manager makes it here: the controller
+// does, once the runner pod is there): the runner's token may make pods there.
 func (w *world) hookBound(ns string) {
 	w.t.Helper()
 	w.eventually("the hook's role bound in "+ns, func() (bool, error) {
 		var rbs rbacv1.RoleBindingList
-		err := w.c.List(w.ctx(), &rbs, client.InNamespace(ns))
-		return err == nil && len(rbs.Items) > 0, err
+		if err := w.c.List(w.ctx(), &rbs, client.InNamespace(ns)); err != nil || len(rbs.Items) == 0 {
+			return false, err
+		}
+		err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})
+		return err == nil, client.IgnoreNotFound(err)
 	})
 }
 
@@ -364,6 +368,8 @@ func testFence(t *testing.T, isolation v1alpha1.ContainerHookIsolation) {
 		t.Fatalf("isolation %s: the runners' hooks work in %s and %s; want %s", isolation, nsA, nsB,
 			map[bool]string{true: "both in " + jobs, false: "namespaces of their own"}[shared])
 	}
+	w.hookBound(nsA)
+	w.hookBound(nsB)
 	// No pod stands for the runner pod where its hook works: v0.8.1 never reads it.
 	for _, p := range []struct{ pod, ns string }{{a, nsA}, {b, nsB}} {
 		if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: p.ns, Name: p.pod}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
