@@ -116,11 +116,16 @@ function prepareJob(input) {
   let dir
   const templateFile = process.env.ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE
   const hostnames = serviceHostnames(args.services || [])
-  if (hostnames.length > 0) {
-    let template = {}
-    if (templateFile) {
+  let template = {}
+  if (hostnames.length > 0 && templateFile) {
+    try {
       template = JSON.parse(fs.readFileSync(templateFile, 'utf8')) || {}
+    } catch (e) {
+      process.stdout.write(`::warning::Services are reached at localhost only: the hook template ${templateFile} is not JSON (${e.message})\n`)
+      template = null
     }
+  }
+  if (hostnames.length > 0 && template) {
     template.spec = template.spec || {}
     template.spec.hostAliases = (template.spec.hostAliases || []).concat([{ ip: LOOPBACK, hostnames }])
     dir = fs.mkdtempSync(path.join(process.env.RUNNER_TEMP || os.tmpdir(), 'gantry-hook-'))

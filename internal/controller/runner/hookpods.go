@@ -27,8 +27,9 @@ import (
 
 // containerHooks is the phase of a Kubernetes-mode runner once its pod exists. Contract:
 //
-//   - The namespace the hook works in has its default ServiceAccount, which the hook's
-//     pods name (ensureDefaultServiceAccount).
+//   - Once the runner pod runs (the hook makes no pod before), the namespace the hook
+//     works in has its default ServiceAccount, which the hook's pods name
+//     (ensureDefaultServiceAccount).
 //   - The hook's pods are watched, in the namespace it works in, by their runner-pod
 //     label: the workflow pod (hookrelease.WorkflowPodName) and the step pods of image
 //     actions (hookrelease.StepPodPrefix). The hook never reads the runner pod, so there
@@ -64,8 +65,11 @@ func (r *Reconciler) containerHooks(ctx context.Context, s *scope) (reconcile.Re
 	if hook == nil {
 		return reconcile.Result{}, true, nil // made before the pool took Kubernetes mode
 	}
-	if err := r.ensureDefaultServiceAccount(ctx, hook.Namespace); err != nil {
-		return reconcile.Result{}, false, err
+	if s.pod.Status.Phase == corev1.PodRunning {
+		// The hook makes no pod before its runner runs a job.
+		if err := r.ensureDefaultServiceAccount(ctx, hook.Namespace); err != nil {
+			return reconcile.Result{}, false, err
+		}
 	}
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, ctrl.InNamespace(hook.Namespace), ctrl.MatchingLabels{hookrelease.LabelRunnerPod: s.pod.Name}); err != nil {

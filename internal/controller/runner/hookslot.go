@@ -463,10 +463,10 @@ func slotNetworkPolicy(tmpl *networkingv1.NetworkPolicy, ns string) *networkingv
 // ensureDefaultServiceAccount makes sure namespace ns, where a runner's hook works, has
 // its default ServiceAccount before the hook makes a pod there: the API server admits no
 // pod naming a ServiceAccount that does not exist, and every pod the hook makes names
-// "default". kube-controller-manager makes it a moment after the namespace, so by the
-// time a runner pod is reconciled it is there, and this is a read, once per namespace
-// and process; where it is not (a cluster without that controller), it is made here,
-// mounting no token.
+// "default". kube-controller-manager makes it a moment after the namespace — seconds
+// later on a busy control plane — so by the time the runner pod runs it is there, and
+// this is a read, once per namespace and process; where it is not (a cluster without
+// that controller, or one far behind), it is made here, mounting no token.
 func (r *Reconciler) ensureDefaultServiceAccount(ctx context.Context, ns string) error {
 	if _, ok := r.slots.serviceAccounts.Load(ns); ok {
 		return nil

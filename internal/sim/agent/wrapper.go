@@ -53,7 +53,7 @@ func serviceHostnames(services []hookContainer) []string {
 
 // wrapPrepareJob is prepare_job's input and template as the wrapper hands them to the
 // hook: no host port in any mapping, and the template (JSON; none: {}) with a hostAliases
-// entry for the services' names.
+// entry for the services' names — unchanged if it is not JSON.
 func wrapPrepareJob(args prepareJobArgs, template []byte) (prepareJobArgs, []byte, error) {
 	out := prepareJobArgs{Services: slices.Clone(args.Services)}
 	if args.Container != nil {
@@ -83,7 +83,7 @@ func wrapPrepareJob(args prepareJobArgs, template []byte) (prepareJobArgs, []byt
 	tmpl := map[string]any{}
 	if len(template) > 0 {
 		if err := json.Unmarshal(template, &tmpl); err != nil {
-			return out, nil, fmt.Errorf("the hook template is not JSON: %w", err)
+			return out, template, nil // services reached at localhost only
 		}
 	}
 	spec, _ := tmpl["spec"].(map[string]any)
