@@ -277,11 +277,13 @@ func stepPod(runnerPod, suffix string) *corev1.Pod {
 	return p
 }
 
-// hookBound waits until the hook's role is bound in namespace ns and the namespace has
-// its default ServiceAccount (no kube-controller-manager makes it here: the controller
-// does, once the runner pod is there): the runner's token may make pods there.
-func (w *world) hookBound(ns string) {
+// hookBound sets runner pod pod Running, as a kubelet would, and waits until the hook's
+// role is bound in namespace ns and the namespace has its default ServiceAccount (no
+// kube-controller-manager makes it here: the controller does, once the runner pod
+// runs): the runner's token may make pods there.
+func (w *world) hookBound(pod, ns string) {
 	w.t.Helper()
+	w.setPodRunning(pod)
 	w.eventually("the hook's role bound in "+ns, func() (bool, error) {
 		var rbs rbacv1.RoleBindingList
 		if err := w.c.List(w.ctx(), &rbs, client.InNamespace(ns)); err != nil || len(rbs.Items) == 0 {
@@ -368,8 +370,8 @@ func testFence(t *testing.T, isolation v1alpha1.ContainerHookIsolation) {
 		t.Fatalf("isolation %s: the runners' hooks work in %s and %s; want %s", isolation, nsA, nsB,
 			map[bool]string{true: "both in " + jobs, false: "namespaces of their own"}[shared])
 	}
-	w.hookBound(nsA)
-	w.hookBound(nsB)
+	w.hookBound(a, nsA)
+	w.hookBound(b, nsB)
 	// No pod stands for the runner pod where its hook works: v0.8.1 never reads it.
 	for _, p := range []struct{ pod, ns string }{{a, nsA}, {b, nsB}} {
 		if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: p.ns, Name: p.pod}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
@@ -595,8 +597,7 @@ func TestUnpullableJobImageDeletesTheWorkflowPodNotTheRunnerPod(t *testing.T) {
 	w.create(pool)
 	a := w.boundRunnerPods("k8s", 1, "node-a")[0]
 	hns := w.hookNamespace(a)
-	w.setPodRunning(a)
-	w.hookBound(hns)
+	w.hookBound(a, hns)
 	hook := as(t, w.runnerToken(a))
 	ctx := w.ctx()
 	if _, err := hook.CoreV1().Secrets(hns).Create(ctx, hookSecret(a, "12345678"), metav1.CreateOptions{}); err != nil {
@@ -706,7 +707,7 @@ func TestHookObjectsGoWhateverEndsTheRunner(t *testing.T) {
 			w.create(w.pool("k8s").MinIdle(1).KubernetesMode(jobs).Obj())
 			a := w.boundRunnerPods("k8s", 1, "node-a")[0]
 			hns := w.hookNamespace(a)
-			w.hookBound(hns)
+			w.hookBound(a, hns)
 			hook := as(t, w.runnerToken(a))
 			if _, err := hook.CoreV1().Secrets(hns).Create(w.ctx(), hookSecret(a, "aaaabbbb"), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
@@ -792,7 +793,7 @@ func TestHookNamespacesGoWithThePool(t *testing.T) {
 	w.create(w.pool("k8s").MinIdle(1).KubernetesMode(jobs).Obj())
 	a := w.boundRunnerPods("k8s", 1, "node-a")[0]
 	hns := w.hookNamespace(a)
-	w.hookBound(hns)
+	w.hookBound(a, hns)
 	ns := &corev1.Namespace{}
 	if err := w.c.Get(w.ctx(), types.NamespacedName{Name: hns}, ns); err != nil {
 		t.Fatal(err)
