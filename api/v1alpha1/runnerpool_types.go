@@ -243,6 +243,13 @@ type RunnerPoolSpec struct {
 	// +kubebuilder:default={}
 	Recovery RecoverySpec `json:"recovery,omitempty"`
 
+	// disruption says how the runners meet their nodes going away: how long a busy
+	// runner may hold up a drain, and whether jobs killed by the infrastructure are
+	// re-run.
+	// +optional
+	// +kubebuilder:default={}
+	Disruption DisruptionSpec `json:"disruption,omitempty"`
+
 	// caches are volumes that outlive the ephemeral runners: each runner pod mounts a
 	// free volume of each cache, by the cache's name (docs/caches.md).
 	// +optional

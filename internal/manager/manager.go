@@ -34,6 +34,7 @@ import (
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
 	"github.com/gantry-dev/gantry/internal/controller/netpol"
+	"github.com/gantry-dev/gantry/internal/controller/nodes"
 	"github.com/gantry-dev/gantry/internal/controller/resync"
 	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/controller/runnerpool"
@@ -212,6 +213,9 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 			&corev1.PersistentVolumeClaim{}: {Label: managed},
 			// Runner NetworkPolicies: only Gantry's.
 			&networkingv1.NetworkPolicy{}: {Label: managed},
+			// Nodes: every node, slimmed to what Gantry reads (nodes.Slim), one view for
+			// all pools; started only where the controller may list and watch them.
+			&corev1.Node{}: {Transform: nodes.Slim},
 		},
 	}
 	if len(opts.Namespaces) > 0 {
@@ -250,6 +254,10 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
+	nodeView, err := newNodeView(mgr)
+	if err != nil {
+		return nil, err
+	}
 	clk := opts.Clock
 	tracker := demand.NewTracker(demand.NewRouter(), clk)
 	tracker.SetLogger(ctrl.Log.WithName("demand"))
@@ -287,7 +295,7 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 	if err := (&runnerpool.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Births: births, GitHub: resolver, Tracker: tracker, Failures: failures,
 		Sources: sources, Events: mgr.GetEventRecorder("gantry-runnerpool"), Clock: clk, FailureThreshold: failures.Threshold,
-		Warm: observations, WatchedNamespaces: opts.Namespaces,
+		Warm: observations, WatchedNamespaces: opts.Namespaces, Nodes: nodeView,
 	}).SetupWithManager(mgr, opts.Concurrency); err != nil {
 		return nil, err
 	}
@@ -295,7 +303,7 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Births: births, GitHub: resolver, Tracker: tracker,
 		Sources: sources, Failures: failures, Events: mgr.GetEventRecorder("gantry-runner"), Clock: clk,
 		FailedRetention: opts.FailedRunnerRetention, Warm: observations,
-		WatchedNamespaces: opts.Namespaces, HookNetworkPolicy: opts.RunnerNetworkPolicy,
+		WatchedNamespaces: opts.Namespaces, HookNetworkPolicy: opts.RunnerNetworkPolicy, Nodes: nodeView,
 	}).SetupWithManager(mgr, opts.RunnerConcurrency); err != nil {
 		return nil, err
 	}
@@ -342,6 +350,23 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		return nil, err
 	}
 	return &Gantry{Manager: mgr, Tracker: tracker, Webhook: hook, WebhookListener: ln}, nil
+}
+
+// newNodeView is the shared view of the nodes (internal/controller/nodes), read from the
+// manager's cache where the controller may list and watch nodes, disabled elsewhere (a
+// namespaced install): one SelfSubjectAccessReview per verb, now.
+func newNodeView(mgr ctrl.Manager) (*nodes.View, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ok, err := nodes.Permitted(ctx, mgr.GetClient())
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		ctrl.Log.WithName("nodes").Info("Nodes are not read: the controller may not list and watch them; pools whose template leaves the OS or architecture open take linux/amd64")
+		return &nodes.View{}, nil
+	}
+	return &nodes.View{Reader: mgr.GetClient()}, nil
 }
 
 // webhookSecrets are the webhook Secret's current and previous secrets, read at most

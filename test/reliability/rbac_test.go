@@ -183,7 +183,7 @@ var usedOutsideScenario = map[permission]string{
 	{"events.k8s.io", "events", "patch"}:                    "client-go's event broadcaster patches an event series when the same event recurs within six minutes",
 	{"", "events", "list"}:                                  "listed once, by the pod's name, when a runner pod fails PendingTimeout, to quote its last warning; TestStuckPods reaches it",
 	{"", "persistentvolumes", "get"}:                        "read only for a cache volume bound to a node-local PersistentVolume, to skip one whose node is gone or NotReady; this API server binds no volume (TestCacheIsolationAndTopology reaches the node check)",
-	{"", "nodes", "get"}:                                    "read only for a cache volume pinned to a node (bound, or selected by the scheduler); this API server pins no volume (TestCacheIsolationAndTopology reaches it)",
+	{"", "nodes", "get"}:                                    "read fresh only for a cache volume pinned to a node the nodes' cache does not hold, before the volume is deleted; this API server pins no volume (TestCacheIsolationAndTopology reaches it)",
 	{"", "serviceaccounts", "create"}:                       "Kubernetes-mode pools only (spec.containerMode): the pool's hook ServiceAccount; test/integration/controller's containermode tests reach it",
 	{"", "serviceaccounts", "patch"}:                        "Kubernetes-mode pools only: server-side apply of the hook ServiceAccount",
 	{"", "configmaps", "create"}:                            "Kubernetes-mode pools only: the hook template ConfigMap",

@@ -34,6 +34,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/controller/nodes"
 	"github.com/gantry-dev/gantry/internal/controller/source"
 	"github.com/gantry-dev/gantry/internal/demand"
 	"github.com/gantry-dev/gantry/internal/warm"
@@ -64,6 +65,9 @@ type Reconciler struct {
 	// HookNetworkPolicy is the runner NetworkPolicy (--runner-network-policy) put in each
 	// container hook namespace a runner gets (isolation Runner); nil: none.
 	HookNetworkPolicy *networkingv1.NetworkPolicy
+	// Nodes is the shared view of the nodes (a cache volume's node, cache.go); nil or
+	// disabled: every node is taken to be usable.
+	Nodes *nodes.View
 
 	writes    ownWrites
 	online    onlineRunners
