@@ -365,4 +365,3 @@ func (r *Reconciler) poolOf(ctx context.Context, runner *v1alpha1.Runner) *v1alp
 	}
 	return pool
 }
-

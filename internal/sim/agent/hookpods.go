@@ -210,7 +210,7 @@ func (h *hook) noVolumeWorkflowPod(args prepareJobArgs) (*corev1.Pod, error) {
 			Containers:      containers,
 			SecurityContext: &corev1.PodSecurityContext{FSGroup: ptr.To[int64](1001)},
 			InitContainers: []corev1.Container{{Name: hookrelease.FSInitContainer, Image: image,
-				Command: []string{"sh", "-c", "mkdir -p /mnt/externals && mkdir -p /mnt/work && mkdir -p /mnt/github && mv /home/runner/externals/* /mnt/externals/"},
+				Command:         []string{"sh", "-c", "mkdir -p /mnt/externals && mkdir -p /mnt/work && mkdir -p /mnt/github && mv /home/runner/externals/* /mnt/externals/"},
 				SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](1001), RunAsGroup: ptr.To[int64](1001)},
 				VolumeMounts: []corev1.VolumeMount{{Name: "externals", MountPath: "/mnt/externals"}, {Name: "work", MountPath: "/mnt/work"},
 					{Name: "github", MountPath: "/mnt/github"}}}},

@@ -211,10 +211,10 @@ type Job struct {
 	// ContainerOptions: as JobSpec's.
 	ContainerOptions *runnerapi.ContainerOptions `json:"container_options,omitempty"`
 	QueuedAt         time.Time                   `json:"queued_at"`
-	AssignedAt *time.Time        `json:"assigned_at,omitempty"`
-	StartedAt  *time.Time        `json:"started_at,omitempty"`
-	DoneAt     *time.Time        `json:"completed_at,omitempty"`
-	Timeline   []TimelineEvent   `json:"timeline"`
+	AssignedAt       *time.Time                  `json:"assigned_at,omitempty"`
+	StartedAt        *time.Time                  `json:"started_at,omitempty"`
+	DoneAt           *time.Time                  `json:"completed_at,omitempty"`
+	Timeline         []TimelineEvent             `json:"timeline"`
 }
 
 // Run is a queued workflow run.

@@ -67,7 +67,9 @@ func TestContainerJobsReport(t *testing.T) {
 // job of its own, the creates that make new hook slots apart from the job's own writes.
 func TestBurstWrites(t *testing.T) {
 	jobs := []simgithub.Job{{ID: 1, QueuedAt: at(0)}, {ID: 2, QueuedAt: at(0)}, {ID: 3, QueuedAt: at(50)}, {ID: 4, QueuedAt: at(50)}}
-	w := func(s float64, verb, res string) auditWrite { return auditWrite{at: at(s), verb: verb, resource: res, ns: "x"} }
+	w := func(s float64, verb, res string) auditWrite {
+		return auditWrite{at: at(s), verb: verb, resource: res, ns: "x"}
+	}
 	writes := []auditWrite{
 		w(1, "create", "runners"), w(1, "create", "runners"), w(2, "create", "namespaces"), w(2, "create", "namespaces"),
 		w(2, "create", "serviceaccounts"), w(2, "create", "serviceaccounts"), w(2, "create", "rolebindings"), w(3, "delete", "runners"),
