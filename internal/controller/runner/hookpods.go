@@ -274,7 +274,7 @@ func workflowPodVerdict(wf *corev1.Pod, v verdict, rec v1alpha1.RecoverySpec) (s
 }
 
 // removeHookObjects deletes what the hook made for a runner where it worked: the pods
-// (the workflow pod, step pods) and Secrets labelled runner-pod=RUNNER. The hook sets no
+// (the workflow pod, step pods) and Secrets labeled runner-pod=RUNNER. The hook sets no
 // owner reference, so nothing else would. Its own cleanup_job usually did it already:
 // pods are deleted only as the cache shows them; Secrets, which the controller neither
 // caches nor may list, by one deletecollection. Idempotent; pools in other modes:

@@ -187,7 +187,7 @@ func TestWrapperRemovesTheSecretOfARefusedPod(t *testing.T) {
 	}
 }
 
-// Image actions run in step pods, named, labelled and made of the template as the hook
+// Image actions run in step pods, named, labeled and made of the template as the hook
 // makes them, deleted after the step; a Dockerfile action fails its job at once, with
 // GitHub's hook's message alone and with one naming the step, the action and the way
 // out behind Gantry's wrapper, which also refuses an image action without entrypoint.

@@ -100,7 +100,7 @@ func containerPorts(mappings []string) ([]corev1.ContainerPort, error) {
 	for _, m := range mappings {
 		protoSplit := strings.Split(m, "/")
 		if len(protoSplit) > 2 {
-			return nil, fmt.Errorf("Unexpected port format: %s", m)
+			return nil, &errHook{msg: "Unexpected port format: " + m} // the hook's words
 		}
 		port := corev1.ContainerPort{Protocol: corev1.ProtocolTCP}
 		if len(protoSplit) == 2 {

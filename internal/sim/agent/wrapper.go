@@ -80,10 +80,13 @@ func wrapPrepareJob(args prepareJobArgs, template []byte) (prepareJobArgs, []byt
 	if len(hostnames) == 0 {
 		return out, template, nil
 	}
+	if len(template) > 0 && !json.Valid(template) {
+		return out, template, nil // services reached at localhost only
+	}
 	tmpl := map[string]any{}
 	if len(template) > 0 {
 		if err := json.Unmarshal(template, &tmpl); err != nil {
-			return out, template, nil // services reached at localhost only
+			return out, nil, fmt.Errorf("reading the hook template: %w", err)
 		}
 	}
 	spec, _ := tmpl["spec"].(map[string]any)

@@ -69,7 +69,7 @@ func runWrapper(t *testing.T, input any, template string, failPrepare bool) wrap
 		t.Fatal(err)
 	}
 	in = bytes.ReplaceAll(in, []byte("RESPONSE_FILE"), []byte(response))
-	cmd := exec.Command(node, wrapper)
+	cmd := exec.CommandContext(t.Context(), node, wrapper)
 	cmd.Env = []string{"GANTRY_CONTAINER_HOOK=" + hook, "RECORD=" + record, "RUNNER_TEMP=" + dir}
 	if template != "" {
 		cmd.Env = append(cmd.Env, EnvHookTemplate+"="+write("workflow-pod.json", template))
