@@ -19,6 +19,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -68,12 +69,19 @@ type Reconciler struct {
 	// Nodes is the shared view of the nodes (a cache volume's node, cache.go); nil or
 	// disabled: every node is taken to be usable.
 	Nodes *nodes.View
+	// Slots is the claim table of the container hook slots (hookslots.go), shared with
+	// the RunnerPool reconciler, which prunes idle slots through it; nil: one of this
+	// Reconciler's own.
+	Slots *HookSlots
 
 	writes    ownWrites
 	online    onlineRunners
 	unwritten unwrittenStatus
 	exited    exitedReaper
-	slots     hookSlots
+	slotsOnce sync.Once
+	// defaultServiceAccounts are the hook namespaces whose default ServiceAccount this
+	// process saw or made (ensureDefaultServiceAccount).
+	defaultServiceAccounts sync.Map
 	// unregistered: finalizing runners already removed from GitHub (finalize.go).
 	unregistered unregisteredRunners
 }

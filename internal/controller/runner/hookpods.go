@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -278,9 +277,11 @@ func workflowPodVerdict(wf *corev1.Pod, v verdict, rec v1alpha1.RecoverySpec) (s
 // owner reference, so nothing else would. Its own cleanup_job usually did it already:
 // pods are deleted only as the cache shows them; Secrets, which the controller neither
 // caches nor may list, by one deletecollection. Idempotent; pools in other modes:
-// nothing. The namespace is the runner's hook namespace (status.containerHook, or what
-// this process remembers of it), or, with neither, wherever the cache shows pods of the
-// runner and the namespace of the slot it claimed.
+// nothing. The namespace is the runner's hook namespace
+// (status.containerHook, or what this process remembers of it), or, with neither,
+// wherever the cache shows pods of the runner and the slot the claim table says it
+// holds (a slot it held that this process does not know of is swept before reuse:
+// sweepSlot).
 func (r *Reconciler) removeHookObjects(ctx context.Context, runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) error {
 	var namespaces []string
 	hook := runner.Status.ContainerHook
@@ -305,19 +306,12 @@ func (r *Reconciler) removeHookObjects(ctx context.Context, runner *v1alpha1.Run
 				namespaces = append(namespaces, p.Namespace)
 			}
 		}
-		// A hook that made a Secret and no pod: the slot the runner claimed says where.
-		var sas corev1.ServiceAccountList
-		if err := r.APIReader.List(ctx, &sas, ctrl.InNamespace(runner.Namespace), ctrl.MatchingLabels{
-			v1alpha1.LabelRunner: runner.Name, v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookSlot}); err != nil {
-			return fmt.Errorf("listing the runner's hook slot: %w", err)
-		}
-		for _, sa := range sas.Items {
-			n, err := strconv.Atoi(sa.Labels[LabelHookSlot])
-			if err != nil || pool == nil {
-				continue // the pool gone: its slots' namespaces go with it
-			}
-			if ns := v1alpha1.ContainerHookSlotNamespace(pool, n); !slices.Contains(namespaces, ns) {
-				namespaces = append(namespaces, ns)
+		// A hook that made a Secret and no pod: the slot the runner holds says where.
+		if pool != nil {
+			if n, ok := r.hookSlots().holderOf(pool.UID, runner.Name); ok {
+				if ns := v1alpha1.ContainerHookSlotNamespace(pool, n); !slices.Contains(namespaces, ns) {
+					namespaces = append(namespaces, ns)
+				}
 			}
 		}
 	}

@@ -166,6 +166,9 @@ func (r *Reconciler) ensureRunnerIsolation(ctx context.Context, pool *v1alpha1.R
 func (r *Reconciler) removeContainerMode(ctx context.Context, pool *v1alpha1.RunnerPool) error {
 	containerModeApplied.Delete(pool.UID)
 	hookSlotsPruned.Delete(pool.UID)
+	if r.Slots != nil {
+		r.Slots.Forget(pool.UID)
+	}
 	if !pool.Spec.ContainerMode.IsKubernetes() {
 		return nil
 	}

@@ -239,8 +239,8 @@ func failsByDesign(j simgithub.Job) bool {
 }
 
 // slotResources are the objects a new hook slot is made of: its namespace, its
-// ServiceAccounts (the slot's, created already claimed, and the namespace's default),
-// the RoleBinding of the hook's role and the runner NetworkPolicy.
+// ServiceAccounts (the slot's and the namespace's default), the RoleBinding of the
+// hook's role and the runner NetworkPolicy.
 var slotResources = map[string]bool{"namespaces": true, "serviceaccounts": true, "rolebindings": true, "networkpolicies": true}
 
 // burstWrites splits the run's writes at the second burst (zero: one burst) and says

@@ -139,6 +139,27 @@ var slotPools = map[string]string{"k8s": "", "missing": "no-such-namespace"}
 func containerModeWorld(t *testing.T, alsoWatched ...string) (*world, string) {
 	t.Helper()
 	installContainerHookFence(t)
+	jobs := jobsNamespace(t)
+	w := &world{t: t, ns: env.Namespace(t), c: env.Client}
+	watched := append([]string{jobs}, alsoWatched...)
+	for name, base := range slotPools {
+		if base == "" {
+			base = jobs
+		}
+		watched = append(watched, slotNamespaces(t, w.ns, name, base)...)
+	}
+	st := stack.Start(t, env, w.ns, stack.Options{
+		Token: testToken, CredentialsSecret: "github-creds", WebhookSecret: webhookSecret,
+		RateLimits: simgithub.RateLimits{Disabled: true}, ExtraNamespaces: watched,
+	})
+	w.sim, w.simURL, w.gantry, w.hookURL = st.Sim, st.SimURL, st.Gantry, st.HookURL
+	return w, jobs
+}
+
+// jobsNamespace is a fresh namespace for containerMode.namespace, labelled with a Pod
+// Security level as the docs ask.
+func jobsNamespace(t *testing.T) string {
+	t.Helper()
 	jobs := env.Namespace(t)
 	nsObj := &corev1.Namespace{}
 	if err := env.Client.Get(context.Background(), types.NamespacedName{Name: jobs}, nsObj); err != nil {
@@ -149,28 +170,24 @@ func containerModeWorld(t *testing.T, alsoWatched ...string) (*world, string) {
 	if err := env.Client.Patch(context.Background(), nsObj, patch); err != nil {
 		t.Fatal(err)
 	}
-	w := &world{t: t, ns: env.Namespace(t), c: env.Client}
-	watched := append([]string{jobs}, alsoWatched...)
-	for name, base := range slotPools {
-		if base == "" {
-			base = jobs
-		}
-		pool := &v1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
-			Spec: v1alpha1.RunnerPoolSpec{ContainerMode: &v1alpha1.ContainerModeSpec{Namespace: base}}}
-		for n := range 4 {
-			slot := v1alpha1.ContainerHookSlotNamespace(pool, n)
-			watched = append(watched, slot)
-			t.Cleanup(func() {
-				_ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: slot}})
-			})
-		}
+	return jobs
+}
+
+// slotNamespaces are the first hook namespaces of pool ns/name with containerMode.namespace
+// jobs, deleted when the test ends (tests share one API server).
+func slotNamespaces(t *testing.T, ns, name, jobs string) []string {
+	t.Helper()
+	pool := &v1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.RunnerPoolSpec{ContainerMode: &v1alpha1.ContainerModeSpec{Namespace: jobs}}}
+	var out []string
+	for n := range 4 {
+		slot := v1alpha1.ContainerHookSlotNamespace(pool, n)
+		out = append(out, slot)
+		t.Cleanup(func() {
+			_ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: slot}})
+		})
 	}
-	st := stack.Start(t, env, w.ns, stack.Options{
-		Token: testToken, CredentialsSecret: "github-creds", WebhookSecret: webhookSecret,
-		RateLimits: simgithub.RateLimits{Disabled: true}, ExtraNamespaces: watched,
-	})
-	w.sim, w.simURL, w.gantry, w.hookURL = st.Sim, st.SimURL, st.Gantry, st.HookURL
-	return w, jobs
+	return out
 }
 
 // boundRunnerPods waits for n runner pods of pool and binds each to node, as the
@@ -294,11 +311,15 @@ func (w *world) hookBound(pod, ns string) {
 	})
 }
 
+// hookSecret is the registry Secret the hook of runner pod runnerPod makes for a job
+// container's credentials (v0.8.1's createDockerSecret: the only Secret it makes).
 func hookSecret(runnerPod, suffix string) *corev1.Secret {
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: runnerPod + "-secret-" + suffix, Labels: map[string]string{v1alpha1.LabelHookRunnerPod: runnerPod}},
+		ObjectMeta: metav1.ObjectMeta{Name: hookrelease.SecretPrefix(runnerPod) + suffix, Labels: map[string]string{v1alpha1.LabelHookRunnerPod: runnerPod}},
 		Immutable:  ptr.To(true),
-		Data:       map[string][]byte{"STEP_ENV": []byte("value")},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(
+			`{"auths":{"ghcr.io":{"username":"octocat","password":"registry-password","auth":"b2N0b2NhdDpyZWdpc3RyeS1wYXNzd29yZA=="}}}`)},
 	}
 }
 
@@ -600,11 +621,16 @@ func TestUnpullableJobImageDeletesTheWorkflowPodNotTheRunnerPod(t *testing.T) {
 	w.hookBound(a, hns)
 	hook := as(t, w.runnerToken(a))
 	ctx := w.ctx()
-	if _, err := hook.CoreV1().Secrets(hns).Create(ctx, hookSecret(a, "12345678"), metav1.CreateOptions{}); err != nil {
+	// The registry Secret, which the workflow pod pulls with (v0.8.1's createJobPod).
+	secret := hookSecret(a, "12345678")
+	if _, err := hook.CoreV1().Secrets(hns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const image = "ghcr.io/acme/does-not-exist:1"
-	wf, err := hook.CoreV1().Pods(hns).Create(ctx, workflowPod(a, "node-a", func(p *corev1.Pod) { p.Spec.Containers[0].Image = image }), metav1.CreateOptions{})
+	wf, err := hook.CoreV1().Pods(hns).Create(ctx, workflowPod(a, "node-a", func(p *corev1.Pod) {
+		p.Spec.Containers[0].Image = image
+		p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: secret.Name}}
+	}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -681,17 +707,23 @@ func convert(doc map[string]any, obj client.Object) error {
 }
 
 // Whatever ends a runner, its workflow pod, its step pods and the hook's Secrets go: the
-// hook sets no owner reference, so nothing else would remove them.
+// hook sets no owner reference, so nothing else would. The hook's registry Secret is
+// named in the workflow pod's imagePullSecrets, as v0.8.1 makes it; a runner of a pool
+// that does not require a job container may have run job code next to the token, which
+// can make Secrets the workflow pod does not name.
 func TestHookObjectsGoWhateverEndsTheRunner(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		end  func(w *world, pod string)
+		// noJobContainer: the pool's requireJobContainer is false; then the workflow pod
+		// does not name the Secret.
+		noJobContainer bool
+		end            func(w *world, pod string)
 	}{
-		{"its job done (the runner exits 0)", func(w *world, pod string) {
+		{name: "its job done (the runner exits 0)", end: func(w *world, pod string) {
 			w.setPodRunning(pod)
 			w.setPodExitedUnlessGone(pod, 0)
 		}},
-		{"its pod deleted mid-job", func(w *world, pod string) {
+		{name: "its pod deleted mid-job", end: func(w *world, pod string) {
 			w.setPodRunning(pod)
 			p, err := w.getPod(pod)
 			if err != nil {
@@ -701,18 +733,32 @@ func TestHookObjectsGoWhateverEndsTheRunner(t *testing.T) {
 				w.t.Fatal(err)
 			}
 		}},
+		{name: "a job without a job container done, a Secret of its code's left", noJobContainer: true, end: func(w *world, pod string) {
+			w.setPodRunning(pod)
+			w.setPodExitedUnlessGone(pod, 0)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, jobs := containerModeWorld(t)
-			w.create(w.pool("k8s").MinIdle(1).KubernetesMode(jobs).Obj())
+			pool := w.pool("k8s").MinIdle(1).KubernetesMode(jobs).Obj()
+			if tc.noJobContainer {
+				pool.Spec.ContainerMode.RequireJobContainer = ptr.To(false)
+			}
+			w.create(pool)
 			a := w.boundRunnerPods("k8s", 1, "node-a")[0]
 			hns := w.hookNamespace(a)
 			w.hookBound(a, hns)
 			hook := as(t, w.runnerToken(a))
-			if _, err := hook.CoreV1().Secrets(hns).Create(w.ctx(), hookSecret(a, "aaaabbbb"), metav1.CreateOptions{}); err != nil {
+			secret := hookSecret(a, "aaaabbbb")
+			if _, err := hook.CoreV1().Secrets(hns).Create(w.ctx(), secret, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := hook.CoreV1().Pods(hns).Create(w.ctx(), workflowPod(a, "node-a", nil), metav1.CreateOptions{}); err != nil {
+			wf := workflowPod(a, "node-a", func(p *corev1.Pod) {
+				if !tc.noJobContainer {
+					p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: secret.Name}}
+				}
+			})
+			if _, err := hook.CoreV1().Pods(hns).Create(w.ctx(), wf, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := hook.CoreV1().Pods(hns).Create(w.ctx(), stepPod(a, "cccccccc"), metav1.CreateOptions{}); err != nil {
