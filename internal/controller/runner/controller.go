@@ -82,6 +82,8 @@ type Reconciler struct {
 	// defaultServiceAccounts are the hook namespaces whose default ServiceAccount this
 	// process saw or made (ensureDefaultServiceAccount).
 	defaultServiceAccounts sync.Map
+	// hookPods is what this process saw of each runner's workflow pod (hookpods.go).
+	hookPods seenHookPods
 	// unregistered: finalizing runners already removed from GitHub (finalize.go).
 	unregistered unregisteredRunners
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -81,6 +82,7 @@ func (r *Reconciler) containerHooks(ctx context.Context, s *scope) (reconcile.Re
 		switch {
 		case p.Name == hookrelease.WorkflowPodName(s.pod.Name) && p.DeletionTimestamp == nil:
 			wf = p
+			r.hookPods.saw(s.runner, p) // hookSecretsGone
 		case strings.HasPrefix(p.Name, hookrelease.StepPodPrefix(s.pod.Name)) && p.DeletionTimestamp == nil:
 			later, err := r.observeStepPod(ctx, s, p)
 			if err != nil {
@@ -276,13 +278,14 @@ func workflowPodVerdict(wf *corev1.Pod, v verdict, rec v1alpha1.RecoverySpec) (s
 // (the workflow pod, step pods) and Secrets labeled runner-pod=RUNNER. The hook sets no
 // owner reference, so nothing else would. Its own cleanup_job usually did it already:
 // pods are deleted only as the cache shows them; Secrets, which the controller neither
-// caches nor may list, by one deletecollection. Idempotent; pools in other modes:
-// nothing. The namespace is the runner's hook namespace
+// caches nor may list, by one deletecollection — unless hookSecretsGone shows there is
+// none to delete (exited is the runner pod, when it exited 0). Idempotent; pools in
+// other modes: nothing. The namespace is the runner's hook namespace
 // (status.containerHook, or what this process remembers of it), or, with neither,
 // wherever the cache shows pods of the runner and the slot the claim table says it
 // holds (a slot it held that this process does not know of is swept before reuse:
 // sweepSlot).
-func (r *Reconciler) removeHookObjects(ctx context.Context, runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool) error {
+func (r *Reconciler) removeHookObjects(ctx context.Context, runner *v1alpha1.Runner, pool *v1alpha1.RunnerPool, exited *corev1.Pod) error {
 	var namespaces []string
 	hook := runner.Status.ContainerHook
 	if e := r.unwritten.get(runner); hook == nil && e != nil {
@@ -330,6 +333,9 @@ func (r *Reconciler) removeHookObjects(ctx context.Context, runner *v1alpha1.Run
 				return fmt.Errorf("deleting the runner's pod %s/%s: %w", ns, p.Name, err)
 			}
 		}
+		if r.hookSecretsGone(ctx, runner, exited, ns) {
+			continue
+		}
 		// The controller may not list Secrets (it reads them by name only): one
 		// deletecollection by label, whether or not the hook's cleanup_job left any.
 		if err := r.Client.DeleteAllOf(ctx, &corev1.Secret{}, ctrl.InNamespace(ns), mine); err != nil && !apierrors.IsNotFound(err) {
@@ -338,6 +344,99 @@ func (r *Reconciler) removeHookObjects(ctx context.Context, runner *v1alpha1.Run
 	}
 	return nil
 }
+
+// hookSecretsGone reports whether the runner's hook is known to have left no Secret in
+// namespace ns, so that removeHookObjects need not delete its Secrets. All must hold:
+//
+//   - its pod exited 0 (exited): nothing in it runs any more — the hook, and the
+//     runner's cleanup_job, have had their turn — and it is no longer being deleted;
+//   - its pod requires a job container (ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER=true, the
+//     default): job code ran only in the workflow pod and step pods, which get no
+//     token, so only the hook wrote with the runner's token;
+//   - this process saw its workflow pod in ns (seenHookPods): v0.8.1's hook makes a
+//     Secret only for the job container's registry login, in prepare_job just before
+//     that pod, and names it in the pod's imagePullSecrets (hookrelease), so the pod
+//     says which Secret it made, if any;
+//   - each such Secret is gone: a read of its metadata by name answers NotFound.
+//
+// Anything else — a runner failed, killed or evicted; a workflow pod never seen
+// (refused, never made, or made and gone between two relists of the cache); a
+// registry Secret still there; a process that started after the pod was seen — keeps
+// the deletecollection.
+func (r *Reconciler) hookSecretsGone(ctx context.Context, runner *v1alpha1.Runner, exited *corev1.Pod, ns string) bool {
+	if exited == nil || !requiresJobContainer(exited) {
+		return false
+	}
+	seen, ok := r.hookPods.get(runner)
+	if !ok || seen.namespace != ns {
+		return false
+	}
+	for _, name := range seen.pullSecrets {
+		secret := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, secret); !apierrors.IsNotFound(err) {
+			return false
+		}
+	}
+	return true
+}
+
+// requiresJobContainer reports whether the runner pod's runner container refuses jobs
+// without container: (hookrelease.EnvRequireJobContainer).
+func requiresJobContainer(pod *corev1.Pod) bool {
+	for _, c := range pod.Spec.Containers {
+		if c.Name != v1alpha1.RunnerContainerName {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.Name == EnvRequireJobContainer {
+				return e.Value == "true"
+			}
+		}
+	}
+	return false
+}
+
+// seenHookPods remembers, by runner, the workflow pod this process saw the runner's hook
+// make: where, and the Secrets of the hook's it pulls with (its imagePullSecrets named
+// with the hook's Secret prefix). Kept in memory only: a process that did not see the
+// pod knows nothing, and hookSecretsGone then keeps the deletecollection. The zero
+// value is ready to use.
+type seenHookPods struct {
+	m sync.Map // types.NamespacedName → seenHookPod
+}
+
+// seenHookPod is one runner's workflow pod, as seen.
+type seenHookPod struct {
+	uid         types.UID // the Runner's
+	namespace   string
+	pullSecrets []string
+}
+
+// saw records the runner's workflow pod wf.
+func (h *seenHookPods) saw(runner *v1alpha1.Runner, wf *corev1.Pod) {
+	if _, ok := h.get(runner); ok {
+		return // a pod's imagePullSecrets never change
+	}
+	seen := seenHookPod{uid: runner.UID, namespace: wf.Namespace}
+	prefix := hookrelease.SecretPrefix(runner.Name)
+	for _, ref := range wf.Spec.ImagePullSecrets {
+		if strings.HasPrefix(ref.Name, prefix) {
+			seen.pullSecrets = append(seen.pullSecrets, ref.Name)
+		}
+	}
+	h.m.Store(runnerKey(runner), seen)
+}
+
+// get is what was seen of the runner's workflow pod.
+func (h *seenHookPods) get(runner *v1alpha1.Runner) (seenHookPod, bool) {
+	v, ok := h.m.Load(runnerKey(runner))
+	if !ok || v.(seenHookPod).uid != runner.UID {
+		return seenHookPod{}, false
+	}
+	return v.(seenHookPod), true
+}
+
+func (h *seenHookPods) forget(key types.NamespacedName) { h.m.Delete(key) }
 
 // hookPodRunner maps a pod the hook made (a workflow or step pod) to its Runner: the
 // pool's namespace is on it (gantry.dev/pool-namespace, through the template) and the
