@@ -76,6 +76,15 @@ type Figures struct {
 	PortMappedJobsFailed    *int     `json:"port_mapped_jobs_failed,omitempty"`
 	FirstBurstWritesPerJob  *float64 `json:"first_burst_writes_per_job,omitempty"`
 	SecondBurstWritesPerJob *float64 `json:"second_burst_writes_per_job,omitempty"`
+	// Disruptions (report.json's disruptions): busy runners a drain or consolidation
+	// killed, jobs the infrastructure killed that did not end green on one re-run, jobs
+	// re-run twice, failures of the jobs' own re-run, and the longest a drain went on
+	// after the last job on its node.
+	VoluntaryKills       *int     `json:"busy_runners_killed_by_voluntary_disruption,omitempty"`
+	KilledNotRerunGreen  *int     `json:"jobs_killed_not_green_on_rerun,omitempty"`
+	JobsRerunTwice       *int     `json:"jobs_rerun_twice,omitempty"`
+	OwnFailuresRerun     *int     `json:"jobs_failed_on_their_own_rerun,omitempty"`
+	DrainAfterLastJobMax *float64 `json:"drain_after_last_job_max,omitempty"`
 	// Conditions, not compared: the pool's demand source (absent: Webhook, the only
 	// one before), when, on how many CPUs, under what load (1-minute average at the
 	// start and the end of the run).
@@ -131,6 +140,16 @@ func FiguresOf(r *Report) Figures {
 		if len(c.Bursts) > 1 {
 			f.SecondBurstWritesPerJob = val(c.Bursts[1].WritesPerJob)
 		}
+	}
+	if d := r.Disruptions; d != nil {
+		f.VoluntaryKills, f.JobsRerunTwice, f.OwnFailuresRerun = &d.BusyRunnersKilledVoluntarily, &d.JobsRerunTwice, &d.JobsFailedOnTheirOwnRerun
+		notGreen := d.JobsKilledTotal - d.JobsRerunGreen
+		f.KilledNotRerunGreen = &notGreen
+		worst := 0.0
+		for _, dr := range d.Drains {
+			worst = max(worst, dr.OverSeconds)
+		}
+		f.DrainAfterLastJobMax = &worst
 	}
 	if s := r.Sessions; s != nil {
 		f.SessionsOpenSeconds = val(-1)
@@ -224,6 +243,11 @@ var figures = []figure{
 	{name: "port-mapped jobs failed", value: func(f Figures) *float64 { return intPtr(f.PortMappedJobsFailed) }},
 	{name: "writes per job, first burst", value: func(f Figures) *float64 { return f.FirstBurstWritesPerJob }},
 	{name: "writes per job, slots reused", value: func(f Figures) *float64 { return f.SecondBurstWritesPerJob }},
+	{name: "busy runners killed by a drain", value: func(f Figures) *float64 { return intPtr(f.VoluntaryKills) }},
+	{name: "killed jobs not green on one re-run", value: func(f Figures) *float64 { return intPtr(f.KilledNotRerunGreen) }},
+	{name: "jobs re-run twice", value: func(f Figures) *float64 { return intPtr(f.JobsRerunTwice) }},
+	{name: "own failures re-run", value: func(f Figures) *float64 { return intPtr(f.OwnFailuresRerun) }},
+	{name: "drain after its last job, worst (s)", value: func(f Figures) *float64 { return f.DrainAfterLastJobMax }},
 }
 
 // constFloor is a floor known by construction, in a run that measured the floor: the
@@ -308,6 +332,11 @@ type Target struct {
 // and fail no job; the first burst writes at most 12 times per job on the controller's
 // behalf, new hook slots included, and the second, on the first's slots, at most 8 (the
 // burst's own 8).
+//
+// disruptions (issue 36), on webhook and scale-set pools alike: no busy runner killed
+// by a drain or a consolidation, every job the infrastructure killed green on exactly
+// one re-run, nothing re-run twice, no job that failed on its own re-run, every drain
+// done within 5 s of the last job on its node, nothing left over.
 var Targets = []Target{
 	{Scenario: "burst", Figure: "reaction p99 (s)", Max: 1.5, OfFloor: true},
 	{Scenario: "burst", Figure: "pickup p99 (s)", Max: 1.15, OfFloor: true},
@@ -347,6 +376,18 @@ var Targets = []Target{
 	{Scenario: "container-jobs", Figure: "port-mapped jobs failed", Max: 0},
 	{Scenario: "container-jobs", Figure: "writes per job, first burst", Max: 12},
 	{Scenario: "container-jobs", Figure: "writes per job, slots reused", Max: 8},
+	{Scenario: "disruptions", Figure: "busy runners killed by a drain", Max: 0},
+	{Scenario: "disruptions", Figure: "killed jobs not green on one re-run", Max: 0},
+	{Scenario: "disruptions", Figure: "jobs re-run twice", Max: 0},
+	{Scenario: "disruptions", Figure: "own failures re-run", Max: 0},
+	{Scenario: "disruptions", Figure: "drain after its last job, worst (s)", Max: 5},
+	{Scenario: "disruptions", Figure: "left over", Max: 0},
+	{Scenario: "disruptions-scaleset", Figure: "busy runners killed by a drain", Max: 0},
+	{Scenario: "disruptions-scaleset", Figure: "killed jobs not green on one re-run", Max: 0},
+	{Scenario: "disruptions-scaleset", Figure: "jobs re-run twice", Max: 0},
+	{Scenario: "disruptions-scaleset", Figure: "own failures re-run", Max: 0},
+	{Scenario: "disruptions-scaleset", Figure: "drain after its last job, worst (s)", Max: 5},
+	{Scenario: "disruptions-scaleset", Figure: "left over", Max: 0},
 }
 
 // Verdict is a target judged on a run's figures.

@@ -121,6 +121,16 @@ type Scenario struct {
 	// Faults is played during the workload, from its start (package fault).
 	Faults *fault.Schedule `json:"faults,omitempty"`
 
+	// Pipeline, when set, is the workload instead of a burst or steady arrivals: runs
+	// of jobs that need others (pipeline.go). The run then waits until every run has
+	// completed and nothing changed for RerunSettle (default 1m): a run a disruption
+	// left red may yet be re-run.
+	Pipeline    *Pipeline     `json:"pipeline,omitempty"`
+	RerunSettle time.Duration `json:"rerun_settle,omitempty"`
+	// Disruption is the pool's spec.disruption: how long a busy runner holds up a
+	// drain, and whether jobs killed by the infrastructure are re-run.
+	Disruption *v1alpha1.DisruptionSpec `json:"disruption,omitempty"`
+
 	// ContainerJobs, when set, puts the pool in Kubernetes mode (spec.containerMode) and
 	// gives every burst or steady job a job container and services.
 	ContainerJobs *ContainerJobsSpec `json:"container_jobs,omitempty"`
@@ -306,8 +316,11 @@ var Scenarios = withScaleSetVariants(map[string]Scenario{
 		Burst: 500, JobDuration: 10 * time.Second, MaxRunners: 20, Nodes: 10,
 		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
 	},
-	"cache":     cacheScenario,
-	"cache-off": withoutCache(cacheScenario),
+	"cache":                cacheScenario,
+	"cache-off":            withoutCache(cacheScenario),
+	"disruptions":          disruptionsScenario,
+	"disruptions-no-rerun": withoutRerun(disruptionsScenario),
+	"disruptions-short":    shortDisruptions(disruptionsScenario),
 	"container-jobs": {
 		Name: "container-jobs", Description: "two bursts of 60 container jobs, 10 s each, on a pool in Kubernetes mode (workflow pods in ci-jobs), the second once the first's runners are gone, on the hook slots the first made; each job: container node:22 with registry credentials, services postgres:17 (ports 5432:5432) and redis:7 (no ports), an image action step (docker://alpine:3.20); every 12th job's image never pulls, every 20th job adds a Dockerfile action step (prepareJobTimeout 2m, imagePullGracePeriod 15s, failed runners kept 20 s)",
 		Burst: 60, JobDuration: 10 * time.Second, MaxRunners: 100, Nodes: 6,
@@ -322,7 +335,7 @@ var Scenarios = withScaleSetVariants(map[string]Scenario{
 		FailedRunnerRetention: 20 * time.Second,
 		PodStartDelay:         time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
 	},
-}, "burst", "steady")
+}, "burst", "steady", "disruptions")
 
 // withScaleSetVariants adds to scenarios the ScaleSet variant of each of names, derived
 // rather than written out so that a variant and its scenario cannot drift apart.
@@ -421,8 +434,16 @@ func (s Scenario) Validate() error {
 	if h := s.WarmHistory; h != nil && (s.Warm == nil || s.Warm.Predictive == nil || h.JobsPerMinute <= 0 || h.Start <= 0) {
 		errs = append(errs, errors.New("warm_history needs a predictive warm spec, jobs_per_minute above 0 and a start time"))
 	}
-	if s.Trace == nil && s.Burst <= 0 && (s.Rate <= 0 || s.Steady <= 0) && s.Idle <= 0 {
-		errs = append(errs, errors.New("the scenario queues no jobs and measures no idle window: set burst, rate and steady, a trace, or idle"))
+	if s.Trace == nil && s.Burst <= 0 && (s.Rate <= 0 || s.Steady <= 0) && s.Idle <= 0 && s.Pipeline == nil {
+		errs = append(errs, errors.New("the scenario queues no jobs and measures no idle window: set burst, rate and steady, a trace, a pipeline, or idle"))
+	}
+	if p := s.Pipeline; p != nil {
+		if err := p.validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if s.Trace != nil || s.Burst > 0 || s.Rate > 0 || s.pools() > 1 || s.ContainerJobs != nil {
+			errs = append(errs, errors.New("a pipeline is the whole workload, of one pool: no burst, steady arrivals, trace or container jobs beside it"))
+		}
 	}
 	if s.Pools < 0 || s.BurstPools < 0 || s.Idle < 0 {
 		errs = append(errs, errors.New("pools, burst_pools and idle must not be negative"))

@@ -43,6 +43,9 @@ type world struct {
 	ctrl    *controller
 	agents  *agent.Agents
 	runners *runnerWatch
+	// disruptor plays the fault schedule's drains, reclaims and evictions, and keeps
+	// their record.
+	disruptor *disruptor
 	// cache plays the jobs' setup and measures the cache, when the scenario has a
 	// setup time or a cache; else nil.
 	cache *cacheMeter
@@ -132,6 +135,7 @@ func startWorld(ctx context.Context, sc Scenario, opts Options) (_ *world, err e
 	if w.agents, err = agent.New(w.cl.Config, namespace, agentOpts); err != nil {
 		return nil, err
 	}
+	w.disruptor = newDisruptor(w.cl, w.agents)
 	actx, cancelAgents := context.WithCancel(ctx)
 	agentsDone := make(chan struct{})
 	go func() { _ = w.agents.Run(actx); close(agentsDone) }()
@@ -204,6 +208,9 @@ func newPool(sc Scenario, simURL, name string) *v1alpha1.RunnerPool {
 	}
 	if sc.Warm != nil {
 		pool.Spec.Warm = sc.Warm.DeepCopy()
+	}
+	if sc.Disruption != nil {
+		pool.Spec.Disruption = *sc.Disruption.DeepCopy()
 	}
 	if sc.Cache != nil {
 		c := sc.Cache.DeepCopy()

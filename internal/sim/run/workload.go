@@ -33,6 +33,8 @@ type workload struct {
 	spread [][]string
 	trace  *trace.Trace
 	speed  float64
+	// pipeline, when set, is queued instead: runs of jobs that need others.
+	pipeline *Pipeline
 	// unpullableEvery: every n-th job's container image never pulls (0: none).
 	unpullableEvery int
 	// containers, when set, are the container jobs' options (ContainerJobsSpec.options).
@@ -54,7 +56,7 @@ func (wl workload) jobAt(i int) simgithub.JobSpec {
 
 func (s Scenario) workload() workload {
 	wl := workload{
-		burst: s.Burst, rate: s.Rate, steady: s.Steady, trace: s.Trace, speed: s.TraceSpeed,
+		burst: s.Burst, rate: s.Rate, steady: s.Steady, trace: s.Trace, speed: s.TraceSpeed, pipeline: s.Pipeline,
 		job: simgithub.JobSpec{Repo: org + "/app", Labels: s.jobLabels(), Duration: simgithub.Duration(s.JobDuration)},
 	}
 	if cj := s.ContainerJobs; cj != nil {
@@ -120,6 +122,9 @@ func queueWorkload(ctx context.Context, q jobQueue, wl workload, seed uint64, no
 	}
 	if wl.trace != nil {
 		return out, replay(ctx, q, wl, add)
+	}
+	if wl.pipeline != nil {
+		return out, queuePipeline(ctx, q, *wl.pipeline, wl.job.Labels, seed, add)
 	}
 	for i := 0; i < wl.burst; {
 		n := min(wl.burst-i, 256) // GitHub's matrix limit
@@ -226,6 +231,19 @@ func repoNames(sc Scenario) []string {
 // jobLister is where a run reads its jobs back: the GitHub simulator.
 type jobLister interface{ Jobs() []simgithub.Job }
 
+// completedJobs counts the completed jobs, and says when the last completed.
+func completedJobs(jobs []simgithub.Job) (done int, last time.Time) {
+	for _, j := range jobs {
+		if j.Status == simgithub.StatusCompleted {
+			done++
+			if j.DoneAt != nil && j.DoneAt.After(last) {
+				last = *j.DoneAt
+			}
+		}
+	}
+	return done, last
+}
+
 // waitJobs waits until the n jobs queued after the first skip all completed, or the
 // deadline. It returns those jobs, whether they all completed, and when the last did.
 func waitJobs(ctx context.Context, sim jobLister, skip, n int, deadline time.Time) ([]simgithub.Job, bool, time.Time) {
@@ -233,16 +251,7 @@ func waitJobs(ctx context.Context, sim jobLister, skip, n int, deadline time.Tim
 	for {
 		all := sim.Jobs()
 		jobs = all[min(skip, len(all)):]
-		done := 0
-		var last time.Time
-		for _, j := range jobs {
-			if j.Status == simgithub.StatusCompleted {
-				done++
-				if j.DoneAt != nil && j.DoneAt.After(last) {
-					last = *j.DoneAt
-				}
-			}
-		}
+		done, last := completedJobs(jobs)
 		if len(jobs) >= n && done == len(jobs) {
 			return jobs, true, last
 		}
