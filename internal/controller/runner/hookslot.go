@@ -286,7 +286,7 @@ func (r *Reconciler) newSlotNumber(pool *v1alpha1.RunnerPool, ps *poolSlots) (in
 
 // sweepSlot deletes whatever a runner's hook left in slot n's namespace, before the
 // slot is given to another runner: the hook's pods the cache shows there and, by one
-// deletecollection, every Secret labelled runner-pod (the hook's, and the only ones a
+// deletecollection, every Secret labeled runner-pod (the hook's, and the only ones a
 // hook's token may create: the admission policy). Only dirty slots are swept (a slot
 // known to the table without a holder).
 func (r *Reconciler) sweepSlot(ctx context.Context, pool *v1alpha1.RunnerPool, n int) error {

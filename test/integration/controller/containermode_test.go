@@ -156,7 +156,7 @@ func containerModeWorld(t *testing.T, alsoWatched ...string) (*world, string) {
 	return w, jobs
 }
 
-// jobsNamespace is a fresh namespace for containerMode.namespace, labelled with a Pod
+// jobsNamespace is a fresh namespace for containerMode.namespace, labeled with a Pod
 // Security level as the docs ask.
 func jobsNamespace(t *testing.T) string {
 	t.Helper()
