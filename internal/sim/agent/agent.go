@@ -30,6 +30,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller/runner"
+	"github.com/gantry-dev/gantry/internal/hookrelease"
 	"github.com/gantry-dev/gantry/internal/sim/cluster"
 	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 )
@@ -58,6 +59,11 @@ const (
 	EventWorkflowPodRunning = "workflow-pod-running"
 	// EventWorkflowPodDeleted: that workflow pod is gone from the API server.
 	EventWorkflowPodDeleted = "workflow-pod-deleted"
+	// EventStepPodCreated, EventStepPodRunning and EventStepPodDeleted are the same for
+	// a step pod of runner pod Pod (the hook's pod of an image action).
+	EventStepPodCreated = "step-pod-created"
+	EventStepPodRunning = "step-pod-running"
+	EventStepPodDeleted = "step-pod-deleted"
 )
 
 // Causes of EventKilled.
@@ -98,6 +104,24 @@ type Event struct {
 	// Cause, when the job failed, the hook's or the runner's message.
 	Hooked bool
 	Writes int64
+	// HostPorts, on the created events of pods (EventCreated, EventWorkflowPodCreated,
+	// EventStepPodCreated), is how many hostPorts the pod's containers ask for.
+	HostPorts int
+}
+
+// hostPorts counts the hostPorts p's containers ask for.
+func hostPorts(p *corev1.Pod) int {
+	n := 0
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range cs {
+			for _, port := range c.Ports {
+				if port.HostPort != 0 {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 // Options tune the agents.
@@ -209,7 +233,7 @@ func (a *Agents) Run(ctx context.Context) error {
 		AddFunc: func(obj any) {
 			if p, ok := obj.(*corev1.Pod); ok && isRunnerPod(p) {
 				// When the watch saw it: creationTimestamp has one-second granularity.
-				a.record(Event{Pod: p.Name, Kind: EventCreated, At: time.Now()})
+				a.record(Event{Pod: p.Name, Kind: EventCreated, At: time.Now(), HostPorts: hostPorts(p)})
 				a.consider(ctx, p)
 			}
 		},
@@ -331,14 +355,22 @@ func isRunnerPod(p *corev1.Pod) bool {
 	return p.Labels[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue || mayCarryJITConfig(p)
 }
 
-// workflowPodHandler records the life of the hooks' workflow pods.
+// workflowPodHandler records the life of the hooks' pods: workflow pods and step pods
+// (by name: hookrelease.StepPodPrefix of the runner pod in their runner-pod label).
 func (a *Agents) workflowPodHandler() cache.ResourceEventHandler {
 	var mu sync.Mutex
 	running := map[types.UID]bool{}
+	kind := func(p *corev1.Pod, workflow, step string) string {
+		if strings.HasPrefix(p.Name, hookrelease.StepPodPrefix(p.Labels[LabelRunnerPod])) {
+			return step
+		}
+		return workflow
+	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if p, ok := obj.(*corev1.Pod); ok {
-				a.record(Event{Pod: p.Labels[LabelRunnerPod], Kind: EventWorkflowPodCreated, At: time.Now(), Node: p.Spec.NodeName})
+				a.record(Event{Pod: p.Labels[LabelRunnerPod], Kind: kind(p, EventWorkflowPodCreated, EventStepPodCreated), At: time.Now(),
+					Node: p.Spec.NodeName, HostPorts: hostPorts(p)})
 			}
 		},
 		UpdateFunc: func(_, obj any) {
@@ -351,7 +383,7 @@ func (a *Agents) workflowPodHandler() cache.ResourceEventHandler {
 			running[p.UID] = true
 			mu.Unlock()
 			if first {
-				a.record(Event{Pod: p.Labels[LabelRunnerPod], Kind: EventWorkflowPodRunning, At: time.Now(), Node: p.Spec.NodeName})
+				a.record(Event{Pod: p.Labels[LabelRunnerPod], Kind: kind(p, EventWorkflowPodRunning, EventStepPodRunning), At: time.Now(), Node: p.Spec.NodeName})
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -363,7 +395,7 @@ func (a *Agents) workflowPodHandler() cache.ResourceEventHandler {
 				mu.Lock()
 				delete(running, p.UID)
 				mu.Unlock()
-				a.record(Event{Pod: p.Labels[LabelRunnerPod], Kind: EventWorkflowPodDeleted, At: time.Now(), Node: p.Spec.NodeName})
+				a.record(Event{Pod: p.Labels[LabelRunnerPod], Kind: kind(p, EventWorkflowPodDeleted, EventStepPodDeleted), At: time.Now(), Node: p.Spec.NodeName})
 			}
 		},
 	}
@@ -470,8 +502,9 @@ const ErrJobContainerRequired = "Jobs without a job container are forbidden on t
 
 // playJob runs job j. A runner configured for the container hooks (EnvContainerHooks)
 // runs a job with a container or services through the Kubernetes hook — prepare_job,
-// its step, cleanup_job (which the runner runs whatever happened before) — and fails
-// the job when a hook command fails, as the runner does; any other job is waited out.
+// a script step, a run_container_step per container step, cleanup_job (which the runner
+// runs whatever happened before) — and fails the job when a hook command fails, as the
+// runner does; any other job is waited out.
 // It returns an error only when the runner itself stops.
 func (a *Agents) playJob(ctx context.Context, p *corev1.Pod, rc *runnerapi.Client, j *runnerapi.Job, setup time.Duration) (played, error) {
 	env, hooked, err := hookEnvOf(p)
@@ -492,9 +525,20 @@ func (a *Agents) playJob(ctx context.Context, p *corev1.Pod, rc *runnerapi.Clien
 		}
 		return played{conclusion: simConclusionFailure, failure: err.Error(), hooked: true}, nil
 	}
-	wp, err := h.prepareJob(ctx, j)
+	wp, err := h.prepareJob(ctx, prepareArgs(j))
 	if err == nil {
 		err = h.runScriptStep(ctx, wp)
+	}
+	if opts := j.ContainerOptions; opts != nil {
+		for _, st := range opts.Steps {
+			if err != nil {
+				break
+			}
+			if serr := h.runContainerStep(ctx, wp, stepArgs(st)); serr != nil {
+				// The runner's log names the step whose hook command failed.
+				err = fmt.Errorf("step %q: %w", st.Name, serr)
+			}
+		}
 	}
 	if err == nil {
 		if err := a.runJob(ctx, rc, j, setup); err != nil {
