@@ -61,7 +61,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		b = b.Watches(&corev1.Node{}, r.nodeRunners())
 	}
 	return b.
-		// Kubernetes mode: the anchors and workflow pods in containerMode.namespace.
+		// Kubernetes mode: the workflow and step pods the hook makes where it works.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(hookPodRunner)).
 		// A changed template makes the pool's runners outdated (status.outdated).
 		Watches(&v1alpha1.RunnerPool{}, handler.EnqueueRequestsFromMapFunc(r.poolRunners),

@@ -37,7 +37,10 @@ import (
 // Version 11 added container_jobs and leftover.workflow_pods and leftover.hook_secrets.
 // Version 12 added disruptions, and left jobs skipped (a job they needed failed) out of
 // pickups and jobs never picked up.
-const SchemaVersion = 12
+// Version 13 added usage.
+// Version 14 added leftover.step_pods and container_jobs' step_pods, pods_with_host_port,
+// port_mapped_jobs, port_mapped_jobs_green and bursts.
+const SchemaVersion = 14
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -53,15 +56,16 @@ type Leftover struct {
 	Pods          int `json:"pods"`
 	Secrets       int `json:"secrets"`
 	GitHubRunners int `json:"github_runners"`
-	// WorkflowPods and HookSecrets are the container hooks' pods and Secrets (labeled
-	// runner-pod), in any namespace.
+	// WorkflowPods, StepPods and HookSecrets are the container hooks' workflow pods, step
+	// pods and Secrets (labeled runner-pod), in any namespace.
 	WorkflowPods int `json:"workflow_pods"`
+	StepPods     int `json:"step_pods"`
 	HookSecrets  int `json:"hook_secrets"`
 }
 
 // Total is everything left over.
 func (l Leftover) Total() int {
-	return l.Runners + l.Pods + l.Secrets + l.GitHubRunners + l.WorkflowPods + l.HookSecrets
+	return l.Runners + l.Pods + l.Secrets + l.GitHubRunners + l.WorkflowPods + l.StepPods + l.HookSecrets
 }
 
 // Controller is the resource use of the controller's processes (more than one when
@@ -191,6 +195,8 @@ type Report struct {
 	// Disruptions: what drains, reclaims and evictions did to the jobs
 	// (report_disruptions.go).
 	Disruptions *DisruptionsReport `json:"disruptions,omitempty"`
+	// Usage: who used the pool, from the controller's usage records (usage.go).
+	Usage *UsageReport `json:"usage,omitempty"`
 	// Warm: pickup and its cost after a predictive pool's warm-up (spec.warm, steady
 	// arrivals only).
 	Warm               *WarmReport  `json:"warm,omitempty"`
@@ -238,7 +244,9 @@ type reportInputs struct {
 	idle                   *IdleReport
 	caches                 *cacheInputs
 	runnerFailures         map[string]string // failed Runners' reason and message, by name
+	secondBurstAt          time.Time         // when a container-jobs scenario's second burst was queued
 	disruptions            disruptionInputs
+	usage                  usageInputs
 }
 
 func buildReport(sc Scenario, in reportInputs) *Report {
@@ -274,11 +282,14 @@ func buildReport(sc Scenario, in reportInputs) *Report {
 	if sc.Faults != nil {
 		r.Faults = faultsReport(r, in, failedRunnerLost, lostWithNode)
 	}
-	r.ContainerJobs = containerJobsReport(sc, in.jobs, in.events, in.runnerFailures, r.KubeWritesPerJob)
+	r.ContainerJobs = containerJobsReport(sc, in, r.KubeWritesPerJob)
 	if r.Disruptions = disruptionsReport(sc, in); r.Disruptions != nil {
 		// A runner deleted at the pool's bound of a drain's wait is the bound's, by
 		// design: its job is the infrastructure's to re-run, not a busy runner killed.
 		r.BusyRunnersKilled -= r.Disruptions.BusyRunnersKilledAtDrainBound
+	}
+	if len(in.usage.records) > 0 || in.usage.err != nil {
+		r.Usage = usageReport(in.usage, in.events, start)
 	}
 	if sc.Trace != nil {
 		r.Trace = traceReport(sc)

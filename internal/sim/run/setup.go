@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -205,6 +206,10 @@ func newPool(sc Scenario, simURL, name string) *v1alpha1.RunnerPool {
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}},
 			}}}},
 		},
+	}
+	maps.Copy(pool.Spec.Template.Spec.Containers[0].Resources.Requests, sc.RunnerRequests)
+	if sc.PodLabels {
+		pool.Spec.Usage = &v1alpha1.UsageSpec{PodLabels: true}
 	}
 	if sc.Warm != nil {
 		pool.Spec.Warm = sc.Warm.DeepCopy()
