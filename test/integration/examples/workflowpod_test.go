@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/internal/controller/runnerpool"
@@ -192,18 +191,8 @@ func replaceField(t *testing.T, obj any, key string, raw json.RawMessage) {
 // admitWorkflowPod creates the workflow pod in a new namespace enforcing level.
 func admitWorkflowPod(t *testing.T, pod *corev1.Pod, level string) error {
 	t.Helper()
-	ns := env.Namespace(t)
-	var nsObj corev1.Namespace
-	if err := env.Client.Get(ctx(t), client.ObjectKey{Name: ns}, &nsObj); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(nsObj.DeepCopy())
-	nsObj.Labels["pod-security.kubernetes.io/enforce"] = level
-	if err := env.Client.Patch(ctx(t), &nsObj, patch); err != nil {
-		t.Fatal(err)
-	}
 	pod = pod.DeepCopy()
-	pod.Namespace = ns
+	pod.Namespace = namespaceEnforcing(t, level)
 	return env.Client.Create(ctx(t), pod)
 }
 
