@@ -164,20 +164,27 @@ func parseDocBlocks(file, text string) ([]docBlock, error) {
 	return out, sc.Err()
 }
 
+// readDoc returns a doc's text (f relative to the repository's root) and its blocks.
+func readDoc(t *testing.T, f string) (string, []docBlock) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := parseDocBlocks(f, string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), blocks
+}
+
 // loadDocBlocks parses every doc in docFiles and returns the blocks marked `test` or
 // `release`, by ref.
 func loadDocBlocks(t *testing.T) map[string]docBlock {
 	t.Helper()
 	out := map[string]docBlock{}
 	for _, f := range docFiles {
-		b, err := os.ReadFile(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		blocks, err := parseDocBlocks(f, string(b))
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, blocks := readDoc(t, f)
 		for _, bl := range blocks {
 			if bl.marker != "test" && bl.marker != "release" {
 				continue
@@ -198,14 +205,7 @@ func allDocBlocks(t *testing.T) []docBlock {
 	t.Helper()
 	var out []docBlock
 	for _, f := range allDocs(t) {
-		b, err := os.ReadFile(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		blocks, err := parseDocBlocks(f, string(b))
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, blocks := readDoc(t, f)
 		out = append(out, blocks...)
 	}
 	return out

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -132,14 +134,7 @@ func scaleSetStatusAsShown(ref string) docStep {
 // consoleAfter returns the body of the first console block after block b in its doc.
 func consoleAfter(t *testing.T, b docBlock) string {
 	t.Helper()
-	src, err := os.ReadFile(filepath.Join(root, b.file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks, err := parseDocBlocks(b.file, string(src))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, blocks := readDoc(t, b.file)
 	for _, o := range blocks {
 		if o.line > b.line && o.lang == "console" {
 			return strings.TrimSpace(o.body)
@@ -205,5 +200,50 @@ func fileHas(rel string, want ...string) docStep {
 				t.Errorf("%s (working copy) does not hold %q:\n%s", rel, s, b)
 			}
 		}
+	})
+}
+
+// credentialsSecretLeftHeld is what troubleshooting.md's "A credentials Secret stays
+// Terminating" starts from: Gantry uninstalled while a pool still names its credentials
+// Secret ns/name, then the Secret deleted. The finalizer holding it is the one the
+// controller put there, not the test's.
+func credentialsSecretLeftHeld(ns, name string) docStep {
+	return action("uninstall Gantry while a pool names Secret "+ns+"/"+name+", then delete the Secret: it stays Terminating", func(t *testing.T, w *docWorld) {
+		ctx := context.Background()
+		var s corev1.Secret
+		if err := w.cluster.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(s.Finalizers, v1alpha1.CredentialsFinalizer) {
+			t.Fatalf("Secret %s/%s has finalizers %q, want %s put by the controller while a pool names it", ns, name, s.Finalizers, v1alpha1.CredentialsFinalizer)
+		}
+		for _, cmd := range []string{"helm uninstall gantry -n gantry-system", "kubectl -n " + ns + " delete secret " + name + " --wait=false"} {
+			if _, stderr, err := w.shell(t, cmd); err != nil {
+				t.Fatalf("%s: %v: %s", cmd, err, stderr)
+			}
+			if w.ctrl != nil {
+				w.ctrl.stop() // the Deployment is gone: so is its pod
+			}
+		}
+		if err := w.cluster.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s); err != nil || s.DeletionTimestamp == nil {
+			t.Fatalf("Secret %s/%s should be Terminating, held by its finalizer: %v", ns, name, err)
+		}
+	})
+}
+
+// secretGone waits for Secret ns/name to be deleted.
+func secretGone(ns, name string) docStep {
+	return action("check Secret "+ns+"/"+name+" is gone", func(t *testing.T, w *docWorld) {
+		waitFor(t, "Secret "+ns+"/"+name+" deleted", 30*time.Second, func(ctx context.Context) (bool, string) {
+			var s corev1.Secret
+			err := w.cluster.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)
+			if apierrors.IsNotFound(err) {
+				return true, ""
+			}
+			if err != nil {
+				return false, err.Error()
+			}
+			return false, fmt.Sprintf("finalizers %q", s.Finalizers)
+		})
 	})
 }

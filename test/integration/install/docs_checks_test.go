@@ -115,20 +115,12 @@ var shellBuiltins = []string{"cd", "mkdir", "cat", "echo", "base64"}
 // is in its list of what you need (make: with Go, which it builds with), and so is a
 // way to get the checkout its paths are relative to.
 func TestQuickstartPrerequisitesNameEveryTool(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join(root, "docs", "quickstart.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(src)
+	text, blocks := readDoc(t, "docs/quickstart.md")
 	start, end := strings.Index(text, "You need:"), strings.Index(text, "## 1. Install Gantry")
 	if start < 0 || end < start {
 		t.Fatal(`docs/quickstart.md has no "You need:" list before "## 1. Install Gantry"`)
 	}
 	prereqs := text[start:end]
-	blocks, err := parseDocBlocks("docs/quickstart.md", text)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var cmds []string
 	for _, b := range blocks {
 		if isShell(b.lang) {
@@ -256,5 +248,79 @@ func TestInstallNamesThePinnedCosign(t *testing.T) {
 		if string(n[1]) != pinned {
 			t.Errorf("docs/install.md names cosign %s; the release signs with %s (hack/cosign/go.mod)", n[1], pinned)
 		}
+	}
+}
+
+// inlineCommandRE finds a command written inline in prose that changes the cluster or
+// the checkout and names what it acts on (a path or a file): `kubectl apply -k
+// config/crd`, `helm upgrade gantry charts/gantry …`, `hack/release/set-version.sh …`.
+var inlineCommandRE = regexp.MustCompile("`((?:kubectl (?:apply|create|label|delete|patch)|helm (?:install|upgrade|uninstall)|cosign [a-z-]+|hack/release/)[^`]*)`")
+
+// TestInlineCommandsAreRunAsBlocks: a command a doc writes inline, in prose, is also in
+// one of the docs' blocks (which a scenario or the rehearsal runs, or which
+// says why not), so no command reaches a reader untested by accident. Generated
+// sections and headings (troubleshooting quotes failing commands) are not prose; the
+// paragraph under a heading is.
+func TestInlineCommandsAreRunAsBlocks(t *testing.T) {
+	norm := func(s string) string {
+		s = strings.ReplaceAll(s, "\\\n", " ")
+		return strings.Join(strings.Fields(s), " ")
+	}
+	var bodies []string
+	for _, b := range allDocBlocks(t) {
+		if isShell(b.lang) {
+			bodies = append(bodies, norm(b.body))
+		}
+	}
+	generated := regexp.MustCompile(`(?s)<!-- BEGIN GENERATED.*?<!-- END GENERATED[^>]*-->`)
+	fences := regexp.MustCompile("(?s)```.*?```")
+	headings := regexp.MustCompile(`(?m)^[ \t]*#.*$`)
+	checked := 0
+	for _, f := range allDocs(t) {
+		src, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := generated.ReplaceAllString(string(src), "")
+		text = fences.ReplaceAllString(text, "")
+		text = headings.ReplaceAllString(text, "")
+		for _, para := range strings.Split(regexp.MustCompile(`\n[ \t]*`).ReplaceAllString(text, "\n"), "\n\n") {
+			for _, m := range inlineCommandRE.FindAllStringSubmatch(strings.ReplaceAll(para, "\n", " "), -1) {
+				cmd := norm(m[1])
+				if !strings.ContainsAny(strings.TrimPrefix(cmd, "hack/release/"), "/") && !strings.Contains(cmd, ".yaml") && !strings.HasPrefix(cmd, "hack/release/") {
+					continue // a subcommand named, not a command to run
+				}
+				checked++
+				t.Logf("%s: `%s`", f, cmd)
+				if !slices.ContainsFunc(bodies, func(b string) bool { return strings.Contains(b, cmd) }) {
+					t.Errorf("%s writes `%s` in prose, and no block of the docs runs it: make it a block (tested, or marked not tested with why)", f, cmd)
+				}
+			}
+		}
+	}
+	t.Logf("%d commands written inline checked", checked)
+}
+
+// TestDocsSayWhereGantryComesFrom: a doc whose blocks run the gantry CLI says where a
+// reader gets it — a release's download, or `make build` in a checkout — before its
+// first such block.
+func TestDocsSayWhereGantryComesFrom(t *testing.T) {
+	n := 0
+	for _, f := range allDocs(t) {
+		src, blocks := readDoc(t, f)
+		for _, b := range blocks {
+			if !isShell(b.lang) || !slices.Contains(commandsOf(b.body), "gantry") {
+				continue
+			}
+			n++
+			before := strings.Join(strings.Split(src, "\n")[:b.line-1], "\n")
+			if !strings.Contains(before, "make build") || !strings.Contains(before, "install.md#from-a-release") {
+				t.Errorf("%s runs gantry, and %s does not say before it where gantry comes from (a release's download: install.md#from-a-release; a checkout: make build)", b.where(), f)
+			}
+			break
+		}
+	}
+	if n == 0 {
+		t.Fatal("no doc runs gantry in a block: the search is wrong")
 	}
 }

@@ -146,7 +146,7 @@ var docScenarios = []docScenario{{
 		nothingLeft(),
 	},
 }, {
-	name: "install.md: container jobs with a list of namespaces",
+	name: "install.md: container jobs with a list of namespaces; a credentials Secret left held by an uninstall",
 	steps: []docStep{
 		block(install + "jobs-namespaces"),
 		startController("gantry-system", "gantry"),
@@ -157,6 +157,9 @@ var docScenarios = []docScenario{{
 		poolReady("ci", "linux-containers"),
 		hookRoleBindingIn("ci-jobs"),
 		networkPolicyIn("ci-jobs", "gantry-runners"),
+		credentialsSecretLeftHeld("ci", "github-app"),
+		block(troubleshooting + "secret-finalizer"),
+		secretGone("ci", "github-app"),
 	},
 }, {
 	name: "quickstart: a cluster with no public endpoint (scale-set pools, and demand.md's)",

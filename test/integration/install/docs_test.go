@@ -151,6 +151,9 @@ func docPlaceholders(simURL string, appID, installationID int64, webhookSecret s
 		"YOUR_CA_FILE":          docCAFile,
 		// troubleshooting.md's commands name a pool: the quickstart's scale-set pool.
 		"YOUR_POOL": "gantry-linux",
+		// and a credentials Secret: the docs' own.
+		"YOUR_NAMESPACE": "ci",
+		"YOUR_SECRET":    "github-app",
 		// doctor.md binds its ClusterRole to a user.
 		"YOUR_USER": docUser,
 		// A release version (install.md's releases); the rehearsal gives the dry run's.
