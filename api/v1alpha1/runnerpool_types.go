@@ -243,6 +243,13 @@ type RunnerPoolSpec struct {
 	// +kubebuilder:default={}
 	Recovery RecoverySpec `json:"recovery,omitempty"`
 
+	// disruption says how the runners meet their nodes going away: how long a busy
+	// runner may hold up a drain, and whether jobs killed by the infrastructure are
+	// re-run.
+	// +optional
+	// +kubebuilder:default={}
+	Disruption DisruptionSpec `json:"disruption,omitempty"`
+
 	// caches are volumes that outlive the ephemeral runners: each runner pod mounts a
 	// free volume of each cache, by the cache's name (docs/caches.md).
 	// +optional
@@ -255,6 +262,12 @@ type RunnerPoolSpec struct {
 	// off from every other runner (docs/container-jobs.md).
 	// +optional
 	ContainerMode *ContainerModeSpec `json:"containerMode,omitempty"`
+
+	// usage says what the pool's runners tell cost tools beyond the usage record each
+	// runner gets (docs/usage.md): the job's repository and workflow as runner pod
+	// labels (podLabels, one pod patch per job).
+	// +optional
+	Usage *UsageSpec `json:"usage,omitempty"`
 
 	// template is the pod each runner runs in. Its container named "runner" runs the
 	// GitHub Actions runner agent; Gantry passes it the JIT configuration from a Secret.

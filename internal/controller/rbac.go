@@ -15,7 +15,8 @@
 //   - Pods are watched (their runners' lives follow them), created and deleted, and
 //     read fresh (get) before a runner whose pod vanished is failed. The pods of
 //     runners that exited 0 are deleted many at a time (deletecollection, selected by
-//     their runners' names).
+//     their runners' names). A pool with spec.usage.podLabels has each runner pod
+//     labeled with its job's repository and workflow (patch).
 //   - Secrets are never cached or listed: a runner's Secret is created, read (get) and
 //     deleted by name, or with other exited runners' (deletecollection, by their
 //     runners' names: the API server lists them itself), and the credentials and
@@ -29,9 +30,9 @@
 //     only Gantry's, by label), listed fresh (list) before a runner claims one, created
 //     from the cache's template, patched to claim and release them, and deleted when
 //     idle, when their node is gone and with their pool. A volume's PersistentVolume
-//     and that volume's node are read by name (get) to skip a volume pinned to a node
-//     that is gone, NotReady or cordoned; without these rights (a namespaced install)
-//     every volume is taken to be usable.
+//     is read by name (get), and its node from the nodes' cache, to skip a volume
+//     pinned to a node that is gone, NotReady or cordoned; without these rights (a
+//     namespaced install) every volume is taken to be usable.
 //   - Kubernetes mode (spec.containerMode, docs/container-jobs.md): a pool's hook
 //     ServiceAccount and template ConfigMap are written with server-side apply (create,
 //     patch) in the pool's namespace, and a RoleBinding in containerMode.namespace binds
@@ -45,10 +46,15 @@
 //     containerMode.namespace: get) and deleted with its pool (list, by label); its
 //     RoleBinding is read fresh (get) to tell a ready slot. A slot idle ten minutes
 //     is deleted, ServiceAccount (delete) and namespace.
-//   - Nodes are listed (list, uncached, not watched) when a pool's template leaves the
-//     runners' OS or architecture open: status.platform is read from the Ready nodes
-//     its pods can be scheduled on (runnerpool/platform.go). Without this right (a
-//     namespaced install) the pool takes linux/amd64 and status.platform says why.
+//   - Nodes are cached (list, watch), every node slimmed to its labels, cordon, taints
+//     and conditions (internal/controller/nodes): one view for every pool and runner.
+//     A pool's template that leaves the runners' OS or architecture open has
+//     status.platform read from the Ready nodes its pods can be scheduled on
+//     (runnerpool/platform.go), and a cache volume pinned to a node that is gone,
+//     NotReady or cordoned is skipped (runner/cache.go; a node the cache does not hold
+//     is read fresh, get, before its volume is deleted). Without these rights (a
+//     namespaced install; checked once at start) no node is read: the pool takes
+//     linux/amd64 and status.platform says why, and every volume is taken to be usable.
 //   - NetworkPolicies: the runner policy (internal/controller/netpol) is cached (list,
 //     watch: only Gantry's, by label), written by server-side apply (patch; create
 //     the first time) in every namespace that holds pools, and deleted with the last
@@ -59,7 +65,7 @@ package controller
 // +kubebuilder:rbac:groups=gantry.dev,resources=runners,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools/status;runners/status,verbs=patch
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools/finalizers;runners/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;deletecollection
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;patch;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete;deletecollection;patch
 // +kubebuilder:rbac:groups="",resources=serviceaccounts;configmaps,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=list;delete
@@ -69,7 +75,7 @@ package controller
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;list
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update

@@ -34,6 +34,7 @@ import (
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
 	"github.com/gantry-dev/gantry/internal/controller/netpol"
+	"github.com/gantry-dev/gantry/internal/controller/nodes"
 	"github.com/gantry-dev/gantry/internal/controller/resync"
 	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/controller/runnerpool"
@@ -99,6 +100,12 @@ type Options struct {
 	// RunnerNetworkPolicy, when set, is put in every namespace that holds RunnerPools
 	// (internal/controller/netpol); nil puts none.
 	RunnerNetworkPolicy *networkingv1.NetworkPolicy
+	// UsageRepositories is how many repositories get usage series of their own (the
+	// rest are "other"); default 100, negative: none. UsageWorkflows is how many
+	// (repository, workflow) pairs do; default 0: no workflow label. NoUsageEvents
+	// leaves out the RunnerUsage event of each runner (docs/usage.md).
+	UsageRepositories, UsageWorkflows int
+	NoUsageEvents                     bool
 	// Clock defaults to the real clock.
 	Clock clock.Clock
 	// SeveralPerProcess lets tests run more than one manager in a process (controller
@@ -134,6 +141,9 @@ func (o *Options) defaults() {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
+	if o.UsageRepositories == 0 {
+		o.UsageRepositories = DefaultUsageRepositories
+	}
 	if o.LeaseDuration == 0 {
 		o.LeaseDuration = DefaultLeaseDuration
 	}
@@ -147,6 +157,10 @@ func (o *Options) defaults() {
 		o.Identity, _ = os.Hostname()
 	}
 }
+
+// DefaultUsageRepositories is how many repositories get usage series of their own by
+// default: 17 series each per pool (docs/usage.md), about 1,700 for a pool.
+const DefaultUsageRepositories = 100
 
 // Leader election defaults: a standby takes over about 9 s after a leader dies without
 // releasing its lease (controller-runtime's 15s/10s/2s took about 17 s), while a leader
@@ -212,6 +226,9 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 			&corev1.PersistentVolumeClaim{}: {Label: managed},
 			// Runner NetworkPolicies: only Gantry's.
 			&networkingv1.NetworkPolicy{}: {Label: managed},
+			// Nodes: every node, slimmed to what Gantry reads (nodes.Slim), one view for
+			// all pools; started only where the controller may list and watch them.
+			&corev1.Node{}: {Transform: nodes.Slim},
 		},
 	}
 	if len(opts.Namespaces) > 0 {
@@ -250,6 +267,10 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
+	nodeView, err := newNodeView(mgr)
+	if err != nil {
+		return nil, err
+	}
 	clk := opts.Clock
 	tracker := demand.NewTracker(demand.NewRouter(), clk)
 	tracker.SetLogger(ctrl.Log.WithName("demand"))
@@ -284,10 +305,11 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 
 	sources := &source.Sources{Webhook: &source.Webhook{GitHub: resolver}, ScaleSet: scaleset.Source{Manager: scaleSets}}
 	births := &controller.RunnerBirths{}
+	slots := &runner.HookSlots{}
 	if err := (&runnerpool.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Births: births, GitHub: resolver, Tracker: tracker, Failures: failures,
 		Sources: sources, Events: mgr.GetEventRecorder("gantry-runnerpool"), Clock: clk, FailureThreshold: failures.Threshold,
-		Warm: observations, WatchedNamespaces: opts.Namespaces,
+		Warm: observations, WatchedNamespaces: opts.Namespaces, Nodes: nodeView, Slots: slots,
 	}).SetupWithManager(mgr, opts.Concurrency); err != nil {
 		return nil, err
 	}
@@ -295,7 +317,8 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Births: births, GitHub: resolver, Tracker: tracker,
 		Sources: sources, Failures: failures, Events: mgr.GetEventRecorder("gantry-runner"), Clock: clk,
 		FailedRetention: opts.FailedRunnerRetention, Warm: observations,
-		WatchedNamespaces: opts.Namespaces, HookNetworkPolicy: opts.RunnerNetworkPolicy,
+		WatchedNamespaces: opts.Namespaces, HookNetworkPolicy: opts.RunnerNetworkPolicy, Nodes: nodeView, Slots: slots,
+		Usage: runner.UsageOptions{Repositories: max(0, opts.UsageRepositories), Workflows: max(0, opts.UsageWorkflows), NoEvents: opts.NoUsageEvents},
 	}).SetupWithManager(mgr, opts.RunnerConcurrency); err != nil {
 		return nil, err
 	}
@@ -342,6 +365,23 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		return nil, err
 	}
 	return &Gantry{Manager: mgr, Tracker: tracker, Webhook: hook, WebhookListener: ln}, nil
+}
+
+// newNodeView is the shared view of the nodes (internal/controller/nodes), read from the
+// manager's cache where the controller may list and watch nodes, disabled elsewhere (a
+// namespaced install): one SelfSubjectAccessReview per verb, now.
+func newNodeView(mgr ctrl.Manager) (*nodes.View, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ok, err := nodes.Permitted(ctx, mgr.GetClient())
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		ctrl.Log.WithName("nodes").Info("Nodes are not read: the controller may not list and watch them; pools whose template leaves the OS or architecture open take linux/amd64")
+		return &nodes.View{}, nil
+	}
+	return &nodes.View{Reader: mgr.GetClient()}, nil
 }
 
 // webhookSecrets are the webhook Secret's current and previous secrets, read at most

@@ -43,6 +43,8 @@ func TestLeastPrivilege(t *testing.T) {
 	// A cache: its volumes are created, claimed, released and, with the pool, deleted.
 	pool := w.pool("rbac").MinIdle(2).MaxRunners(10).Cache(testutil.CacheSpec("tools"), "/opt/hostedtoolcache").Obj()
 	pool.Spec.Recovery = v1alpha1.RecoverySpec{NodeLostTimeout: &metav1.Duration{Duration: 2 * time.Second}}
+	// Runner pods labeled with their job for cost tools: a pod patch per job.
+	pool.Spec.Usage = &v1alpha1.UsageSpec{PodLabels: true}
 	w.create(pool)
 	w.leader(60 * time.Second)
 	idle := func(n int32) func() bool {
@@ -183,7 +185,7 @@ var usedOutsideScenario = map[permission]string{
 	{"events.k8s.io", "events", "patch"}:                    "client-go's event broadcaster patches an event series when the same event recurs within six minutes",
 	{"", "events", "list"}:                                  "listed once, by the pod's name, when a runner pod fails PendingTimeout, to quote its last warning; TestStuckPods reaches it",
 	{"", "persistentvolumes", "get"}:                        "read only for a cache volume bound to a node-local PersistentVolume, to skip one whose node is gone or NotReady; this API server binds no volume (TestCacheIsolationAndTopology reaches the node check)",
-	{"", "nodes", "get"}:                                    "read only for a cache volume pinned to a node (bound, or selected by the scheduler); this API server pins no volume (TestCacheIsolationAndTopology reaches it)",
+	{"", "nodes", "get"}:                                    "read fresh only for a cache volume pinned to a node the nodes' cache does not hold, before the volume is deleted; this API server pins no volume (TestCacheIsolationAndTopology reaches it)",
 	{"", "serviceaccounts", "create"}:                       "Kubernetes-mode pools only (spec.containerMode): the pool's hook ServiceAccount; test/integration/controller's containermode tests reach it",
 	{"", "serviceaccounts", "patch"}:                        "Kubernetes-mode pools only: server-side apply of the hook ServiceAccount",
 	{"", "configmaps", "create"}:                            "Kubernetes-mode pools only: the hook template ConfigMap",

@@ -301,8 +301,13 @@ func (r *Reconciler) volumeNodeState(ctx context.Context, v *corev1.PersistentVo
 	if node == "" {
 		return nodeUsable
 	}
-	n := &corev1.Node{}
-	err := r.APIReader.Get(ctx, types.NamespacedName{Name: node}, n)
+	n, err := r.Nodes.Get(ctx, node)
+	if apierrors.IsNotFound(err) {
+		// The cache may not have seen a node just made: a volume is deleted only for a
+		// node the API server says is gone.
+		n = &corev1.Node{}
+		err = r.APIReader.Get(ctx, types.NamespacedName{Name: node}, n)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return nodeGone

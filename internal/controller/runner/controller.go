@@ -10,6 +10,7 @@
 //	rollout.go   the template hash a runner's pod was made from; outdated runners
 //	finalize.go  unregister from GitHub (a busy runner is kept), delete pod and Secret
 //	reap.go      exited runners' pods and Secrets deleted many runners a request
+//	usage.go     each runner's usage record (log line, event, metrics) when it ends
 //
 // ownwrites.go keeps a reconcile from acting on a cached Runner older than the
 // controller's own last write to it; unwritten.go remembers a new runner's registration
@@ -35,6 +36,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/controller/nodes"
 	"github.com/gantry-dev/gantry/internal/controller/source"
 	"github.com/gantry-dev/gantry/internal/demand"
 	"github.com/gantry-dev/gantry/internal/warm"
@@ -65,17 +67,30 @@ type Reconciler struct {
 	// HookNetworkPolicy is the runner NetworkPolicy (--runner-network-policy) put in each
 	// container hook namespace a runner gets (isolation Runner); nil: none.
 	HookNetworkPolicy *networkingv1.NetworkPolicy
+	// Usage says how runners' usage is recorded (usage.go).
+	Usage UsageOptions
+	// Nodes is the shared view of the nodes (a cache volume's node, cache.go); nil or
+	// disabled: every node is taken to be usable.
+	Nodes *nodes.View
+	// Slots is the claim table of the container hook slots (hookslots.go), shared with
+	// the RunnerPool reconciler, which prunes idle slots through it; nil: one of this
+	// Reconciler's own.
+	Slots *HookSlots
 
 	writes    ownWrites
 	online    onlineRunners
 	unwritten unwrittenStatus
 	exited    exitedReaper
-	slots     hookSlots
-	// anchors are the anchor pods this process created (containermode.go), by key, with
-	// their runner pod's UID.
-	anchors sync.Map
+	slotsOnce sync.Once
+	// defaultServiceAccounts are the hook namespaces whose default ServiceAccount this
+	// process saw or made (ensureDefaultServiceAccount).
+	defaultServiceAccounts sync.Map
+	// hookPods is what this process saw of each runner's workflow pod (hookpods.go).
+	hookPods seenHookPods
 	// unregistered: finalizing runners already removed from GitHub (finalize.go).
 	unregistered unregisteredRunners
+	// usage: what each runner's usage record needs until it is written (usage.go).
+	usage usageBook
 }
 
 // scope is one reconcile's working set.
@@ -97,6 +112,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		if apierrors.IsNotFound(err) {
 			r.writes.forget(req.NamespacedName)
 			r.forgetRegistration(req.NamespacedName)
+			r.usage.forget(req.NamespacedName)
 			if r.Tracker != nil {
 				r.Tracker.ForgetRunner(req.Name) // finalize leaves it till now
 			}
@@ -167,7 +183,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		r.leaseCaches,
 		r.claimHookSlot, // hookslot.go
 		r.ensurePod,
-		r.containerHooks, // containermode.go
+		r.trackUsage,     // usage.go
+		r.containerHooks, // hookpods.go
 		r.observe,
 	)
 }
@@ -206,6 +223,9 @@ const behindRecheck = 2 * time.Second
 func (r *Reconciler) writeStatus(ctx context.Context, s *scope) (time.Duration, error) {
 	if later := r.writeLater(s); later > 0 {
 		return later, nil
+	}
+	if workflowPodReadyRides(s) { // hookpods.go
+		return 0, nil
 	}
 	return 0, r.patchStatus(ctx, s)
 }

@@ -37,6 +37,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/controller/nodes"
 	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/controller/source"
 	"github.com/gantry-dev/gantry/internal/demand"
@@ -51,9 +52,10 @@ const Finalizer = "gantry.dev/pool-drain"
 // Reconciler reconciles RunnerPools.
 type Reconciler struct {
 	Client client.Client
-	// APIReader reads credentials Secrets and lists nodes (platform.go), which the cache
-	// does not hold.
+	// APIReader reads credentials Secrets, which the cache does not hold.
 	APIReader client.Reader
+	// Nodes is the shared view of the nodes (platform.go); nil or disabled: none is read.
+	Nodes *nodes.View
 	// Births is told of each Runner created (shared with the Runner reconciler); nil:
 	// not told.
 	Births  *controller.RunnerBirths
@@ -72,6 +74,9 @@ type Reconciler struct {
 	// WatchedNamespaces are the namespaces the manager's cache watches (--namespaces);
 	// empty: all. A Kubernetes-mode pool's containerMode.namespace must be among them.
 	WatchedNamespaces []string
+	// Slots is the claim table of the container hook slots, shared with the Runner
+	// reconciler (runner.HookSlots): idle slots are pruned through it; nil: none is.
+	Slots *runner.HookSlots
 
 	expectations  expectations
 	credentialsMu sync.Mutex

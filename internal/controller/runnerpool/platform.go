@@ -21,7 +21,8 @@ import (
 )
 
 // platformRecheck is how often the nodes are read again for a pool that has seen none it
-// can run on (status.platform Default): nodes are not watched.
+// can run on (status.platform Default). The read is from the shared view (no request),
+// but the choice follows nodes only at this pace, never as each node comes and goes.
 const platformRecheck = time.Minute
 
 // maxPlatformMessage is status.platform.message's MaxLength.
@@ -58,10 +59,10 @@ func (p *platformReads) forget(key types.NamespacedName) {
 // platform records in status.platform the OS and architecture the pool's runner pods are
 // pinned to and register as labels. What the template pins is taken as it is; what it
 // leaves open is read from the Ready nodes its pods can be scheduled on (choosePlatform).
-// Contract: the nodes are listed (uncached, through APIReader) only when the template
-// leaves something open and status.platform is missing, was chosen for another
-// generation of the spec, or is Default and was read more than platformRecheck ago — not
-// as nodes come and go, so a node group scaled to zero does not change the labels. When
+// Contract: the nodes are read (from the shared view, nodes.View: no request) only when
+// the template leaves something open and status.platform is missing, was chosen for
+// another generation of the spec, or is Default and was read more than platformRecheck
+// ago — not as nodes come and go, so a node group scaled to zero does not change the labels. When
 // the platform changes, no runner is created in this pass (st.platformChanged): the
 // Runner controller reads the platform from the stored status, which is written at the
 // end of the pass; the pool is requeued at once.
@@ -80,8 +81,7 @@ func (r *Reconciler) platform(ctx context.Context, st *state) (reconcile.Result,
 	case cur != nil && cur.Source == v1alpha1.PlatformDefault && cur.ObservedGeneration == pool.Generation && !r.platformReads.due(key, now):
 		return reconcile.Result{RequeueAfter: platformRecheck}, nil
 	default:
-		var nodes corev1.NodeList
-		if err := r.APIReader.List(ctx, &nodes); err != nil {
+		if nodes, err := r.Nodes.List(ctx); err != nil {
 			// Without the nodes the platform stays as it was (or the default); the pool
 			// works on.
 			r.platformReads.read(key, now)
@@ -95,7 +95,7 @@ func (r *Reconciler) platform(ctx context.Context, st *state) (reconcile.Result,
 			}
 		} else {
 			r.platformReads.read(key, now)
-			next = choosePlatform(pool, nodes.Items)
+			next = choosePlatform(pool, nodes)
 		}
 		if next.Source == v1alpha1.PlatformDefault {
 			res.RequeueAfter = platformRecheck

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	gantrynodes "github.com/gantry-dev/gantry/internal/controller/nodes"
 	"github.com/gantry-dev/gantry/internal/testutil"
 )
 
@@ -186,7 +187,7 @@ func TestPlatformPhase(t *testing.T) {
 			return c.List(ctx, list, opts...)
 		},
 	}).Build()
-	r := &Reconciler{APIReader: nodes, Clock: clk}
+	r := &Reconciler{Nodes: &gantrynodes.View{Reader: nodes}, Clock: clk}
 	pool := testutil.RunnerPool("ci", "p").Obj()
 	pool.Generation = 1
 	type step struct {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	gantrycontroller "github.com/gantry-dev/gantry/internal/controller"
+	"github.com/gantry-dev/gantry/internal/controller/nodes"
 )
 
 // maxRetryDelay caps the backoff of a pool whose reconcile keeps failing — only the API
@@ -54,9 +55,26 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		r.Sources.SetNotify(func(key types.NamespacedName) { q.Add(reconcile.Request{NamespacedName: key}) })
 		return nil
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("runnerpool").
-		For(&v1alpha1.RunnerPool{}).
+		For(&v1alpha1.RunnerPool{})
+	if r.Nodes.Enabled() {
+		// A pool that has seen no node it can run on (status.platform Default) reads the
+		// nodes again when one joins or changes, not only every platformRecheck.
+		b = b.Watches(&corev1.Node{}, handler.Funcs{
+			CreateFunc: func(ctx context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.recheckDefaultPlatforms(ctx, q)
+			},
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				old, okOld := e.ObjectOld.(*corev1.Node)
+				cur, okCur := e.ObjectNew.(*corev1.Node)
+				if okOld && okCur && nodes.Changed(old, cur) {
+					r.recheckDefaultPlatforms(ctx, q)
+				}
+			},
+		})
+	}
+	return b.
 		Watches(&v1alpha1.Runner{}, enqueueAfter{runnersPool(mgr.GetScheme(), mgr.GetRESTMapper()), settle}).
 		Watches(&v1alpha1.Runner{}, handler.Funcs{
 			CreateFunc: func(_ context.Context, e event.CreateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -77,6 +95,24 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		}).
 		WatchesRawSource(demandChanged).
 		Complete(gantrycontroller.QuietOnShutdown(r))
+}
+
+// recheckDefaultPlatforms wakes the pools whose status.platform is Default (they saw no
+// node they can run on) and lets each read the nodes again at once.
+func (r *Reconciler) recheckDefaultPlatforms(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	var pools v1alpha1.RunnerPoolList
+	if err := r.Client.List(ctx, &pools); err != nil {
+		return
+	}
+	for i := range pools.Items {
+		p := &pools.Items[i]
+		if p.Status.Platform == nil || p.Status.Platform.Source != v1alpha1.PlatformDefault {
+			continue
+		}
+		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+		r.platformReads.forget(key)
+		q.Add(reconcile.Request{NamespacedName: key})
+	}
 }
 
 // runnerSeen tells the pool's expectations that the informer has seen a Runner it

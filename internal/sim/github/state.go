@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 )
 
 // scopeKind is the level a runner, a token or a runner group belongs to.
@@ -335,7 +337,10 @@ type workflowRun struct {
 	actor      string
 	created    time.Time
 	updated    time.Time
-	jobs       []*job
+	// jobs are every execution of its jobs, of every attempt, in the order they were
+	// made; graph is its jobs' needs and its attempts (rerun_state.go).
+	jobs  []*job
+	graph *runGraph
 }
 
 // Job statuses and conclusions as GitHub spells them.
@@ -347,60 +352,48 @@ const (
 	ConclusionSuccess   = "success"
 	ConclusionFailure   = "failure"
 	ConclusionCancelled = "cancelled" //nolint:misspell // GitHub's spelling
+	// ConclusionSkipped is a job's that never ran: a job it needs failed or was
+	// skipped (rerun_state.go).
+	ConclusionSkipped = "skipped"
 )
 
+// status is the run's status and conclusion in its latest attempt, as GitHub
+// derives them from its jobs (runGraph.statusAt).
 func (wr *workflowRun) status() (status, conclusion string) {
-	done, started := 0, 0
-	conclusion = ConclusionSuccess
-	for _, j := range wr.jobs {
-		switch j.status {
-		case StatusCompleted:
-			done++
-			switch {
-			case j.conclusion == ConclusionFailure:
-				conclusion = ConclusionFailure
-			case j.conclusion == ConclusionCancelled && conclusion != ConclusionFailure:
-				conclusion = ConclusionCancelled
-			}
-		case StatusInProgress:
-			started++
-		}
-	}
-	switch {
-	case done == len(wr.jobs):
-		return StatusCompleted, conclusion
-	case started > 0 || done > 0:
-		return StatusInProgress, ""
-	default:
-		return StatusQueued, ""
-	}
+	return wr.graph.statusAt(wr.graph.attempt())
 }
 
 // job is one workflow job.
 type job struct {
-	id         int64
-	run        *workflowRun
-	name       string
-	labels     []string
-	lower      []string // lower-case, deduplicated, sorted
-	labelKey   string
-	duration   time.Duration
-	conclude   string            // conclusion the runner reports
-	container  string            // the job container's image, "" for none
-	services   map[string]string // service name → image
-	status     string
-	conclusion string
-	runner     *runner
-	runnerID   int64
-	runnerName string
-	groupID    int64
-	groupName  string
-	created    time.Time
-	assigned   time.Time
-	started    time.Time
-	completed  time.Time
-	events     []TimelineEvent
-	ss         *ssJob // its life with a scale set; nil when none matched it
+	id        int64
+	run       *workflowRun
+	name      string
+	labels    []string
+	lower     []string // lower-case, deduplicated, sorted
+	labelKey  string
+	duration  time.Duration
+	conclude  string            // conclusion the runner reports
+	container string            // the job container's image, "" for none
+	services  map[string]string // service name → image
+	// containerOptions: ports, credentials and container steps (nil: none).
+	containerOptions *runnerapi.ContainerOptions
+	status           string
+	conclusion       string
+	runner           *runner
+	runnerID         int64
+	runnerName       string
+	groupID          int64
+	groupName        string
+	created          time.Time
+	assigned         time.Time
+	started          time.Time
+	completed        time.Time
+	events           []TimelineEvent
+	ss               *ssJob // its life with a scale set; nil when none matched it
+	// node is the job of the run's workflow it executes, attempt the run attempt it
+	// belongs to (rerun_state.go).
+	node    *graphNode
+	attempt int
 }
 
 func (j *job) repo() *repo { return j.run.repo }

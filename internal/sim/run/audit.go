@@ -61,6 +61,17 @@ type kubeAudit struct {
 	collector map[string]int64
 	// poolStatusWrites are the times of each pool's status writes, by namespace/name.
 	poolStatusWrites map[string][]time.Time
+	// writes are every write made on the controller's behalf, the garbage collector's
+	// deletes in any namespace included, in the log's order (containers.go splits them
+	// by burst).
+	writes []auditWrite
+}
+
+// auditWrite is one write of the audit log.
+type auditWrite struct {
+	at                 time.Time
+	verb, resource, ns string
+	collector          bool
 }
 
 // auditEvent is the part of an audit.k8s.io/v1 Event counted.
@@ -107,8 +118,11 @@ func readAudit(path string) (kubeAudit, error) {
 
 func (a *kubeAudit) add(ev auditEvent) {
 	if ev.User.Username == cluster.CollectorUser {
-		if ev.ObjectRef != nil && ev.ObjectRef.Namespace == namespace && isWrite(ev.Verb) {
-			a.collector[ev.Verb+" "+ev.ObjectRef.Resource]++
+		if ev.ObjectRef != nil && isWrite(ev.Verb) {
+			a.writes = append(a.writes, auditWrite{at: ev.StageTimestamp, verb: ev.Verb, resource: ev.ObjectRef.Resource, ns: ev.ObjectRef.Namespace, collector: true})
+			if ev.ObjectRef.Namespace == namespace {
+				a.collector[ev.Verb+" "+ev.ObjectRef.Resource]++
+			}
 		}
 		return
 	}
@@ -121,6 +135,9 @@ func (a *kubeAudit) add(ev auditEvent) {
 		res += "/" + ev.ObjectRef.Subresource
 	}
 	a.requests[ev.Verb+" "+res]++
+	if isWrite(ev.Verb) {
+		a.writes = append(a.writes, auditWrite{at: ev.StageTimestamp, verb: ev.Verb, resource: res, ns: ev.ObjectRef.Namespace})
+	}
 	if res == "runnerpools/status" && isWrite(ev.Verb) {
 		k := ev.ObjectRef.Namespace + "/" + ev.ObjectRef.Name
 		a.poolStatusWrites[k] = append(a.poolStatusWrites[k], ev.StageTimestamp)

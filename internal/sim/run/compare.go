@@ -69,6 +69,22 @@ type Figures struct {
 	RunnerPodStartP99   *float64 `json:"runner_pod_start_p99,omitempty"`
 	ContainerJobsSlow   *int     `json:"container_jobs_failed_slow,omitempty"`
 	HookWritesPerJob    *float64 `json:"hook_writes_per_job,omitempty"`
+	// The pods with a hostPort, the port-mapped jobs not green, and the writes per job
+	// on the controller's behalf of the first burst (new hook slots included) and of the
+	// second (the first's slots reused).
+	PodsWithHostPort        *int     `json:"pods_with_host_port,omitempty"`
+	PortMappedJobsFailed    *int     `json:"port_mapped_jobs_failed,omitempty"`
+	FirstBurstWritesPerJob  *float64 `json:"first_burst_writes_per_job,omitempty"`
+	SecondBurstWritesPerJob *float64 `json:"second_burst_writes_per_job,omitempty"`
+	// Disruptions (report.json's disruptions): busy runners a drain or consolidation
+	// killed, jobs the infrastructure killed that did not end green on one re-run, jobs
+	// re-run twice, failures of the jobs' own re-run, and the longest a drain went on
+	// after the last job on its node.
+	VoluntaryKills       *int     `json:"busy_runners_killed_by_voluntary_disruption,omitempty"`
+	KilledNotRerunGreen  *int     `json:"jobs_killed_not_green_on_rerun,omitempty"`
+	JobsRerunTwice       *int     `json:"jobs_rerun_twice,omitempty"`
+	OwnFailuresRerun     *int     `json:"jobs_failed_on_their_own_rerun,omitempty"`
+	DrainAfterLastJobMax *float64 `json:"drain_after_last_job_max,omitempty"`
 	// Conditions, not compared: the pool's demand source (absent: Webhook, the only
 	// one before), when, on how many CPUs, under what load (1-minute average at the
 	// start and the end of the run).
@@ -116,6 +132,24 @@ func FiguresOf(r *Report) Figures {
 		slow := len(c.JobsFailed) - c.JobsFailedFast
 		f.WorkflowPodStartP99, f.RunnerPodStartP99 = val(c.WorkflowPodStart.P99), val(c.RunnerPodStart.P99)
 		f.ContainerJobsSlow, f.HookWritesPerJob = &slow, val(c.HookWritesPerJob)
+		failed := c.PortMappedJobs - c.PortMappedJobsGreen
+		f.PodsWithHostPort, f.PortMappedJobsFailed = &c.PodsWithHostPort, &failed
+		if len(c.Bursts) > 0 {
+			f.FirstBurstWritesPerJob = val(c.Bursts[0].WritesPerJob)
+		}
+		if len(c.Bursts) > 1 {
+			f.SecondBurstWritesPerJob = val(c.Bursts[1].WritesPerJob)
+		}
+	}
+	if d := r.Disruptions; d != nil {
+		f.VoluntaryKills, f.JobsRerunTwice, f.OwnFailuresRerun = &d.BusyRunnersKilledVoluntarily, &d.JobsRerunTwice, &d.JobsFailedOnTheirOwnRerun
+		notGreen := d.JobsKilledTotal - d.JobsRerunGreen
+		f.KilledNotRerunGreen = &notGreen
+		worst := 0.0
+		for _, dr := range d.Drains {
+			worst = max(worst, dr.OverSeconds)
+		}
+		f.DrainAfterLastJobMax = &worst
 	}
 	if s := r.Sessions; s != nil {
 		f.SessionsOpenSeconds = val(-1)
@@ -205,6 +239,15 @@ var figures = []figure{
 	{name: "runner pod start p99 (s)", value: func(f Figures) *float64 { return f.RunnerPodStartP99 }},
 	{name: "container jobs failed slow", value: func(f Figures) *float64 { return intPtr(f.ContainerJobsSlow) }},
 	{name: "hook writes per job", value: func(f Figures) *float64 { return f.HookWritesPerJob }},
+	{name: "pods with a hostPort", value: func(f Figures) *float64 { return intPtr(f.PodsWithHostPort) }},
+	{name: "port-mapped jobs failed", value: func(f Figures) *float64 { return intPtr(f.PortMappedJobsFailed) }},
+	{name: "writes per job, first burst", value: func(f Figures) *float64 { return f.FirstBurstWritesPerJob }},
+	{name: "writes per job, slots reused", value: func(f Figures) *float64 { return f.SecondBurstWritesPerJob }},
+	{name: "busy runners killed by a drain", value: func(f Figures) *float64 { return intPtr(f.VoluntaryKills) }},
+	{name: "killed jobs not green on one re-run", value: func(f Figures) *float64 { return intPtr(f.KilledNotRerunGreen) }},
+	{name: "jobs re-run twice", value: func(f Figures) *float64 { return intPtr(f.JobsRerunTwice) }},
+	{name: "own failures re-run", value: func(f Figures) *float64 { return intPtr(f.OwnFailuresRerun) }},
+	{name: "drain after its last job, worst (s)", value: func(f Figures) *float64 { return f.DrainAfterLastJobMax }},
 }
 
 // constFloor is a floor known by construction, in a run that measured the floor: the
@@ -281,11 +324,19 @@ type Target struct {
 // again. burst-scalesets-50's burst lands on 50 of 200 pools, 10 jobs each: every job
 // is picked up and nothing is left over, whichever pool it named.
 //
-// container-jobs runs its burst through the Kubernetes hook (issue 28): every job
-// picked up, no workflow pod or hook Secret left over, each job with an image that
-// never pulls ended before the hook's own timeout (prepareJobTimeout), and workflow
+// container-jobs runs its bursts through the Kubernetes hook (issues 28, 37): every job
+// picked up, no workflow pod, step pod or hook Secret left over, each job with an image
+// that never pulls ended before the hook's own timeout (prepareJobTimeout), and workflow
 // pods, which start like runner pods in the simulated cluster (1 s), started within a
-// few seconds at p99 under the burst.
+// few seconds at p99 under the burst. Its port mappings reach the cluster as no hostPort
+// and fail no job; the first burst writes at most 12 times per job on the controller's
+// behalf, new hook slots included, and the second, on the first's slots, at most 8 (the
+// burst's own 8).
+//
+// disruptions (issue 36), on webhook and scale-set pools alike: no busy runner killed
+// by a drain or a consolidation, every job the infrastructure killed green on exactly
+// one re-run, nothing re-run twice, no job that failed on its own re-run, every drain
+// done within 5 s of the last job on its node, nothing left over.
 var Targets = []Target{
 	{Scenario: "burst", Figure: "reaction p99 (s)", Max: 1.5, OfFloor: true},
 	{Scenario: "burst", Figure: "pickup p99 (s)", Max: 1.15, OfFloor: true},
@@ -321,6 +372,22 @@ var Targets = []Target{
 	{Scenario: "container-jobs", Figure: "left over", Max: 0},
 	{Scenario: "container-jobs", Figure: "container jobs failed slow", Max: 0},
 	{Scenario: "container-jobs", Figure: "workflow pod start p99 (s)", Max: 5},
+	{Scenario: "container-jobs", Figure: "pods with a hostPort", Max: 0},
+	{Scenario: "container-jobs", Figure: "port-mapped jobs failed", Max: 0},
+	{Scenario: "container-jobs", Figure: "writes per job, first burst", Max: 12},
+	{Scenario: "container-jobs", Figure: "writes per job, slots reused", Max: 8},
+	{Scenario: "disruptions", Figure: "busy runners killed by a drain", Max: 0},
+	{Scenario: "disruptions", Figure: "killed jobs not green on one re-run", Max: 0},
+	{Scenario: "disruptions", Figure: "jobs re-run twice", Max: 0},
+	{Scenario: "disruptions", Figure: "own failures re-run", Max: 0},
+	{Scenario: "disruptions", Figure: "drain after its last job, worst (s)", Max: 5},
+	{Scenario: "disruptions", Figure: "left over", Max: 0},
+	{Scenario: "disruptions-scaleset", Figure: "busy runners killed by a drain", Max: 0},
+	{Scenario: "disruptions-scaleset", Figure: "killed jobs not green on one re-run", Max: 0},
+	{Scenario: "disruptions-scaleset", Figure: "jobs re-run twice", Max: 0},
+	{Scenario: "disruptions-scaleset", Figure: "own failures re-run", Max: 0},
+	{Scenario: "disruptions-scaleset", Figure: "drain after its last job, worst (s)", Max: 5},
+	{Scenario: "disruptions-scaleset", Figure: "left over", Max: 0},
 }
 
 // Verdict is a target judged on a run's figures.

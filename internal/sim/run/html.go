@@ -19,6 +19,8 @@ type htmlView struct {
 	Unjudged []Target
 	// TimelineNote says why a timeline is missing.
 	TimelineNote string
+	// UsageChart is who used the pool over time (usage.go), when the run has usage.
+	UsageChart *chart
 }
 
 // latencyRow is a percentile of Gantry's latencies beside the floor's.
@@ -73,6 +75,7 @@ func (r *Report) view() htmlView {
 			GantryReaction: row.gr, FloorReaction: row.fr, ReactionRatio: row.rr,
 		})
 	}
+	v.UsageChart = usageChart(r.Usage)
 	v.Verdicts = Judge(r.Scenario, FiguresOf(r), nil)
 	v.Unjudged = unjudged(r.Scenario, nil)
 	return v
@@ -99,6 +102,7 @@ polyline{fill:none;stroke-width:2}path{fill:none;shape-rendering:crispEdges}
 .tw{stroke:#f0ad4e;color:#f0ad4e}.ts{stroke:#9b59b6;color:#9b59b6}.ti{stroke:#5bc0de;color:#5bc0de}.tr{stroke:#5cb85c;color:#5cb85c}
 rect.f{fill:#f0ad4e;opacity:.25}.f{color:#f0ad4e}
 .legend span{margin-right:1.5em}.legend .lt{color:#222;margin:0}
+polygon{stroke:none}.a0{fill:#4e79a7;color:#4e79a7}.a1{fill:#f28e2b;color:#f28e2b}.a2{fill:#e15759;color:#e15759}.a3{fill:#76b7b2;color:#76b7b2}.a4{fill:#59a14f;color:#59a14f}.a5{fill:#edc948;color:#edc948}.a6{fill:#b07aa1;color:#b07aa1}.ao{fill:#bab0ac;color:#bab0ac}.an{fill:#d7dde3;color:#b8c2cc}
 </style></head><body>
 <h1>Gantry sim — {{.Scenario}}</h1>
 <p>{{.Description}}</p>
@@ -135,6 +139,7 @@ floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared m
 {{end}}{{range .Unjudged}}<tr><td>{{.Figure}}</td><td class="n">—</td><td>≤ {{.Max}}× {{.Of}}'s in the same bench run</td><td>judged by <code>gantry sim compare</code> beside {{.Of}}'s report</td></tr>
 {{end}}</table>{{end}}
 {{range .Charts}}{{template "chart" .}}{{end}}{{with .TimelineNote}}<p>{{.}}</p>{{end}}
+{{template "usage" .}}
 <h2>Figures</h2>
 <table>
 <tr><th>jobs</th><td>{{.JobsTotal}} ({{.JobsNeverPickedUp}} never picked up, {{.JobsUnfinished}} unfinished, {{.JobsFailed}} failed; finished: {{.Finished}})</td></tr>
@@ -153,7 +158,7 @@ floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared m
 <tr><th>controller's Kubernetes API writes per job</th><td>{{.KubeWritesPerJob}} (requests by method: {{range $k, $v := .Controller.KubeAPIRequests}}{{$k}} {{$v}} {{end}})</td></tr>
 {{with .KubeAPI}}<tr><th>controller's requests, as the kube-apiserver recorded them</th><td>writes per job {{.WritesPerJob}}, uncached reads per job {{.UncachedReadsPerJob}}; pool status writes {{.PoolStatusWrites}} ({{.PoolStatusWritesPerSecond}}/s per pool while jobs ran, {{.PoolStatusWritesPeak}}/s in the busiest 10 s)<br>{{range $k, $v := .Requests}}{{$k}} {{$v}}; {{end}}</td></tr>{{end}}
 {{with .KubeAPI}}<tr><th>garbage collector's deletes on the controller's behalf</th><td>{{.CollectorDeletesPerJob}} per job ({{range $k, $v := .CollectorDeletes}}{{$k}} {{$v}}; {{end}}); every write on the controller's behalf: {{.AllWritesPerJob}} per job</td></tr>{{end}}
-<tr><th>left over</th><td>runners {{.Leftover.Runners}}, pods {{.Leftover.Pods}}, secrets {{.Leftover.Secrets}}, GitHub runners {{.Leftover.GitHubRunners}}{{if .ContainerJobs}}, workflow pods {{.Leftover.WorkflowPods}}, hook Secrets {{.Leftover.HookSecrets}}{{end}}</td></tr>
+<tr><th>left over</th><td>runners {{.Leftover.Runners}}, pods {{.Leftover.Pods}}, secrets {{.Leftover.Secrets}}, GitHub runners {{.Leftover.GitHubRunners}}{{if .ContainerJobs}}, workflow pods {{.Leftover.WorkflowPods}}, step pods {{.Leftover.StepPods}}, hook Secrets {{.Leftover.HookSecrets}}{{end}}</td></tr>
 <tr><th>busy runners killed</th><td>{{.BusyRunnersKilled}}</td></tr>
 <tr><th>controller</th><td>{{printf "%.1f" .Controller.CPUSeconds}} CPU-seconds ({{.ControllerCPUPerJob}} ms per job), peak RSS {{printf "%.0f" .PeakRSSMiB}} MiB, {{.Controller.Processes}} process(es)</td></tr>
 <tr><th>CPU-seconds by process</th><td>{{range $k, $v := .CPUSeconds}}{{$k}} {{printf "%.1f" $v}}; {{end}}</td></tr>
@@ -162,16 +167,19 @@ floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared m
 {{with .ContainerJobs}}<h2>Container jobs</h2>
 <p>The pool runs in Kubernetes mode: each job's container and services ran in a workflow pod that the runner's container hook created in namespace <code>{{.Namespace}}</code>, with the runner pod's own ServiceAccount token.</p>
 <table>
-<tr><th>jobs run through the hook</th><td class="n">{{.JobsHooked}}</td><td>{{.WorkflowPods}} workflow pods created</td></tr>
+<tr><th>jobs run through the hook</th><td class="n">{{.JobsHooked}}</td><td>{{.WorkflowPods}} workflow pods and {{.StepPods}} step pods created, {{.PodsWithHostPort}} pods with a hostPort; port-mapped jobs green: {{.PortMappedJobsGreen}} of {{.PortMappedJobs}}</td></tr>
 <tr><th>workflow pod start (s)</th><td class="n">{{.WorkflowPodStart.P50}} / {{.WorkflowPodStart.P99}}</td><td>p50 / p99, created → Running (max {{.WorkflowPodStart.Max}})</td></tr>
 <tr><th>runner pod start (s)</th><td class="n">{{.RunnerPodStart.P50}} / {{.RunnerPodStart.P99}}</td><td>p50 / p99, measured alike (max {{.RunnerPodStart.Max}})</td></tr>
 <tr><th>failed jobs</th><td class="n">{{len .JobsFailed}}</td><td>{{.JobsFailedFast}} ended before the hook's own timeout of {{.PrepareJobTimeoutSeconds}} s (the pool's image pull grace period: {{.ImagePullGracePeriodSeconds}} s)</td></tr>
-<tr><th>left over</th><td class="n">{{$.Leftover.WorkflowPods}} / {{$.Leftover.HookSecrets}}</td><td>workflow pods / hook Secrets, in any namespace, after the pool drained</td></tr>
+<tr><th>left over</th><td class="n">{{$.Leftover.WorkflowPods}} / {{$.Leftover.StepPods}} / {{$.Leftover.HookSecrets}}</td><td>workflow pods / step pods / hook Secrets, in any namespace, after the pool drained</td></tr>
+{{range $i, $b := .Bursts}}<tr><th>burst {{$i}}: writes per job</th><td class="n">{{$b.WritesPerJob}}</td><td>on the controller's behalf, garbage collector included, over {{$b.Jobs}} jobs: {{$b.JobWritesPerJob}} the job's own, {{$b.SlotWritesPerJob}} making {{$b.NewSlots}} new hook slots</td></tr>
+{{end}}
 <tr><th>Kubernetes writes per job</th><td class="n">{{.KubeWritesPerJob}}</td><td>the controller's {{$.KubeWritesPerJob}} and the hooks' ({{.HookWritesPerJob}} per job they ran: permission reviews, pods, Secrets, execs, deletes)</td></tr>
 </table>
 {{if .JobsFailed}}<table><tr><th>job</th><th>image</th><th>runner</th><th>ended after (s)</th><th>reason</th></tr>
 {{range .JobsFailed}}<tr><td>{{.Job}}</td><td class="nw"><code>{{.Image}}</code></td><td class="nw">{{.Runner}}</td><td class="n">{{.Seconds}}</td><td>{{.Reason}}</td></tr>
 {{end}}</table>{{end}}{{end}}
+{{with .Disruptions}}{{template "disruptions" .}}{{end}}
 {{with .Caches}}<h2>Cache</h2>
 <p>{{if .Enabled}}The pool's cache{{else}}<strong>No cache</strong>: the same jobs, every setup cold{{end}}. Rates over the {{.Jobs}} jobs queued after the first {{.WarmUpSeconds}} s (the warm-up).</p>
 <table>
@@ -198,6 +206,7 @@ floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared m
 <g transform="translate({{.Left}},{{.Top}})">
 {{range .XTicks}}<line class="grid" x1="{{printf "%.1f" .Pos}}" y1="0" x2="{{printf "%.1f" .Pos}}" y2="{{$.H}}"/>{{end}}
 {{range .YTicks}}<line class="grid" x1="0" y1="{{printf "%.1f" .Pos}}" x2="{{$.W}}" y2="{{printf "%.1f" .Pos}}"/>{{end}}
+{{range .Areas}}<polygon class="{{.Class}}" points="{{.Points}}"><title>{{.Title}}</title></polygon>{{end}}
 {{range .Marks}}<rect class="f" x="{{printf "%.1f" .X}}" y="0" width="{{printf "%.1f" .W}}" height="{{$.H}}"><title>{{.Label}}</title></rect>{{end}}
 {{range .Paths}}<path class="{{.Class}}" stroke-width="{{printf "%.2f" .Width}}" d="{{.D}}"/>{{end}}
 {{range .Lines}}<polyline class="{{.Class}}" points="{{.Points}}"/>{{end}}

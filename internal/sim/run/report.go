@@ -35,7 +35,12 @@ import (
 // Version 10 added kube_api.collector_deletes, kube_api.collector_deletes_per_job,
 // kube_api.all_writes_per_job and kube_api_writes_per_job_with_collector.
 // Version 11 added container_jobs and leftover.workflow_pods and leftover.hook_secrets.
-const SchemaVersion = 11
+// Version 12 added disruptions, and left jobs skipped (a job they needed failed) out of
+// pickups and jobs never picked up.
+// Version 13 added usage.
+// Version 14 added leftover.step_pods and container_jobs' step_pods, pods_with_host_port,
+// port_mapped_jobs, port_mapped_jobs_green and bursts.
+const SchemaVersion = 14
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -51,15 +56,16 @@ type Leftover struct {
 	Pods          int `json:"pods"`
 	Secrets       int `json:"secrets"`
 	GitHubRunners int `json:"github_runners"`
-	// WorkflowPods and HookSecrets are the container hooks' pods and Secrets (labeled
-	// runner-pod), in any namespace.
+	// WorkflowPods, StepPods and HookSecrets are the container hooks' workflow pods, step
+	// pods and Secrets (labeled runner-pod), in any namespace.
 	WorkflowPods int `json:"workflow_pods"`
+	StepPods     int `json:"step_pods"`
 	HookSecrets  int `json:"hook_secrets"`
 }
 
 // Total is everything left over.
 func (l Leftover) Total() int {
-	return l.Runners + l.Pods + l.Secrets + l.GitHubRunners + l.WorkflowPods + l.HookSecrets
+	return l.Runners + l.Pods + l.Secrets + l.GitHubRunners + l.WorkflowPods + l.StepPods + l.HookSecrets
 }
 
 // Controller is the resource use of the controller's processes (more than one when
@@ -88,7 +94,8 @@ type BusyRunnerKill struct {
 	Job  int64   `json:"job"`
 	Node string  `json:"node"`
 	T    float64 `json:"t"`
-	// Cause is pod-deleted (counted in busy_runners_killed), node-lost (a fault) or
+	// Cause is pod-deleted (counted in busy_runners_killed), node-lost (a fault),
+	// evicted or oom-killed (a fault's kubelet eviction or OOM kill: disruptions) or
 	// workflow-pod-failed (Gantry ended the runner: its job's workflow pod could not
 	// start).
 	Cause string `json:"cause"`
@@ -185,6 +192,11 @@ type Report struct {
 	Caches      *CacheReport  `json:"caches,omitempty"`
 	// ContainerJobs: a Kubernetes-mode pool's container jobs (Scenario.ContainerJobs).
 	ContainerJobs *ContainerJobsReport `json:"container_jobs,omitempty"`
+	// Disruptions: what drains, reclaims and evictions did to the jobs
+	// (report_disruptions.go).
+	Disruptions *DisruptionsReport `json:"disruptions,omitempty"`
+	// Usage: who used the pool, from the controller's usage records (usage.go).
+	Usage *UsageReport `json:"usage,omitempty"`
 	// Warm: pickup and its cost after a predictive pool's warm-up (spec.warm, steady
 	// arrivals only).
 	Warm               *WarmReport  `json:"warm,omitempty"`
@@ -200,10 +212,10 @@ type Report struct {
 
 // Clean reports whether the run ended as it should: every job finished and none was
 // lost, nothing left over, no busy runner killed, every pool's scale-set session open
-// when the run waited for them and at the end of an idle window, and the cache's
-// promises kept (CacheReport.Clean).
+// when the run waited for them and at the end of an idle window, the cache's promises
+// kept (CacheReport.Clean), and the disruptions' (DisruptionsReport.Clean).
 func (r *Report) Clean() bool {
-	return r.Caches.Clean() && r.Finished && r.JobsNeverPickedUp == 0 && r.JobsUnfinished == 0 && r.Leftover.Total() == 0 && r.BusyRunnersKilled == 0 &&
+	return r.Caches.Clean() && r.Disruptions.Clean() && r.Finished && r.JobsNeverPickedUp == 0 && r.JobsUnfinished == 0 && r.Leftover.Total() == 0 && r.BusyRunnersKilled == 0 &&
 		(r.Sessions == nil || r.Sessions.Open == r.Sessions.Pools) &&
 		(r.Idle == nil || r.DemandSource != v1alpha1.DemandSourceScaleSet || r.Idle.SessionsOpen == r.Idle.Pools)
 }
@@ -232,6 +244,9 @@ type reportInputs struct {
 	idle                   *IdleReport
 	caches                 *cacheInputs
 	runnerFailures         map[string]string // failed Runners' reason and message, by name
+	secondBurstAt          time.Time         // when a container-jobs scenario's second burst was queued
+	disruptions            disruptionInputs
+	usage                  usageInputs
 }
 
 func buildReport(sc Scenario, in reportInputs) *Report {
@@ -267,7 +282,15 @@ func buildReport(sc Scenario, in reportInputs) *Report {
 	if sc.Faults != nil {
 		r.Faults = faultsReport(r, in, failedRunnerLost, lostWithNode)
 	}
-	r.ContainerJobs = containerJobsReport(sc, in.jobs, in.events, in.runnerFailures, r.KubeWritesPerJob)
+	r.ContainerJobs = containerJobsReport(sc, in, r.KubeWritesPerJob)
+	if r.Disruptions = disruptionsReport(sc, in); r.Disruptions != nil {
+		// A runner deleted at the pool's bound of a drain's wait is the bound's, by
+		// design: its job is the infrastructure's to re-run, not a busy runner killed.
+		r.BusyRunnersKilled -= r.Disruptions.BusyRunnersKilledAtDrainBound
+	}
+	if len(in.usage.records) > 0 || in.usage.err != nil {
+		r.Usage = usageReport(in.usage, in.events, start)
+	}
 	if sc.Trace != nil {
 		r.Trace = traceReport(sc)
 	}
@@ -297,6 +320,9 @@ func (r *Report) countJobs(jobs []simgithub.Job, queued []queuedJob) (failedRunn
 		expected[q.id] = q.conclusion
 	}
 	for _, j := range jobs {
+		if j.Conclusion == simgithub.ConclusionSkipped {
+			continue // a job it needed failed: GitHub never queued it
+		}
 		if j.StartedAt == nil {
 			r.JobsNeverPickedUp++
 			continue
@@ -328,6 +354,9 @@ func (r *Report) countJobs(jobs []simgithub.Job, queued []queuedJob) (failedRunn
 func latencies(jobs []simgithub.Job, events []agent.Event, start time.Time) (pickups, reactions []float64) {
 	var queuedAt, created []float64
 	for _, j := range jobs {
+		if j.Conclusion == simgithub.ConclusionSkipped {
+			continue // never queued: a job it needed failed
+		}
 		queuedAt = append(queuedAt, j.QueuedAt.Sub(start).Seconds())
 		if j.StartedAt != nil {
 			pickups = append(pickups, j.StartedAt.Sub(j.QueuedAt).Seconds())
@@ -417,7 +446,7 @@ func (r *Report) countKills(events []agent.Event, injections []fault.Injection, 
 			lostWithNode++
 			continue
 		}
-		if k.Cause == causeWorkflowPodFailed {
+		if k.Cause == causeWorkflowPodFailed || e.Cause == agent.CauseEvicted || e.Cause == agent.CauseOOMKilled {
 			continue
 		}
 		r.BusyRunnersKilled++

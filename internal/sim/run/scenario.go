@@ -21,6 +21,7 @@ import (
 	"github.com/gantry-dev/gantry/internal/sim/cluster"
 	"github.com/gantry-dev/gantry/internal/sim/fault"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
+	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 	"github.com/gantry-dev/gantry/internal/sim/trace"
 )
 
@@ -105,6 +106,15 @@ type Scenario struct {
 	// each job's drawn at random (seeded apart from the arrivals, so that a scenario and
 	// its variants queue the same jobs); default 1: acme/app.
 	Repos int `json:"repos,omitempty"`
+	// Org, when set, is the organization steady jobs come from instead: repositories
+	// and workflows drawn by weight (org.go), for the report's usage.
+	Org *Org `json:"org,omitempty"`
+	// RunnerRequests are the runner container's resource requests (default none): what
+	// the usage records count as requested CPU and memory.
+	RunnerRequests corev1.ResourceList `json:"runner_requests,omitempty"`
+	// PodLabels is the pool's spec.usage.podLabels: runner pods labeled with their
+	// job's repository and workflow, one pod patch per job (WithPodLabels).
+	PodLabels bool `json:"pod_labels,omitempty"`
 	// Cache, when set, is the pool's one cache (spec.caches), mounted by the runner
 	// container at /cache; a template without a storageClassName gets the simulated
 	// cluster's local volumes (cluster.StorageClass). After the workload the pool is
@@ -119,6 +129,16 @@ type Scenario struct {
 
 	// Faults is played during the workload, from its start (package fault).
 	Faults *fault.Schedule `json:"faults,omitempty"`
+
+	// Pipeline, when set, is the workload instead of a burst or steady arrivals: runs
+	// of jobs that need others (pipeline.go). The run then waits until every run has
+	// completed and nothing changed for RerunSettle (default 1m): a run a disruption
+	// left red may yet be re-run.
+	Pipeline    *Pipeline     `json:"pipeline,omitempty"`
+	RerunSettle time.Duration `json:"rerun_settle,omitempty"`
+	// Disruption is the pool's spec.disruption: how long a busy runner holds up a
+	// drain, and whether jobs killed by the infrastructure are re-run.
+	Disruption *v1alpha1.DisruptionSpec `json:"disruption,omitempty"`
 
 	// ContainerJobs, when set, puts the pool in Kubernetes mode (spec.containerMode) and
 	// gives every burst or steady job a job container and services.
@@ -140,14 +160,44 @@ type ContainerJobsSpec struct {
 	// (`services:`, name → image).
 	Image    string            `json:"image"`
 	Services map[string]string `json:"services,omitempty"`
+	// Ports are the job container's `ports:`, ServicePorts each service's (name →
+	// mappings such as "5432:5432").
+	Ports        []string            `json:"ports,omitempty"`
+	ServicePorts map[string][]string `json:"service_ports,omitempty"`
+	// Credentials gives the job container `credentials:`: the hook makes a registry
+	// Secret for each job.
+	Credentials bool `json:"credentials,omitempty"`
+	// Steps are each job's steps that run a container action (after its script steps).
+	Steps []runnerapi.ContainerStep `json:"steps,omitempty"`
+	// DockerfileEvery gives every n-th job (the 1st, the n+1-th, …) a Dockerfile action
+	// step too, which fails it; 0: none.
+	DockerfileEvery int `json:"dockerfile_every,omitempty"`
 	// UnpullableEvery makes every n-th job's container image one that never pulls (of
 	// cluster.UnpullableRegistry); 0: none.
 	UnpullableEvery int `json:"unpullable_every,omitempty"`
+	// SecondBurst, once the burst's runners are all gone, queues a second burst of that
+	// many jobs alike, on the hook slots the first made (containerMode.isolation Runner
+	// reuses them); 0: none.
+	SecondBurst int `json:"second_burst,omitempty"`
 	// PrepareJobTimeout is containerMode.prepareJobTimeout (0: the API's default), and
 	// ImagePullGracePeriod the pool's recovery.imagePullGracePeriod (0: its default).
 	PrepareJobTimeout    time.Duration `json:"prepare_job_timeout,omitempty"`
 	ImagePullGracePeriod time.Duration `json:"image_pull_grace_period,omitempty"`
 }
+
+// options are the container options of the i-th job (from 0): a Dockerfile action step
+// for every DockerfileEvery-th.
+func (cj *ContainerJobsSpec) options(i int) *runnerapi.ContainerOptions {
+	o := &runnerapi.ContainerOptions{Ports: cj.Ports, ServicePorts: cj.ServicePorts, Credentials: cj.Credentials, Steps: cj.Steps}
+	o = o.Clone()
+	if n := cj.DockerfileEvery; n > 0 && i%n == 0 {
+		o.Steps = append(o.Steps, runnerapi.ContainerStep{Name: "build-image", Action: dockerfileAction})
+	}
+	return o
+}
+
+// dockerfileAction is the Dockerfile action of a scenario's DockerfileEvery-th jobs.
+const dockerfileAction = "acme/build-image@v1"
 
 // unpullable is image moved to the registry that never answers.
 func unpullable(image string) string { return cluster.UnpullableRegistry + "/" + image }
@@ -223,8 +273,9 @@ var Scenarios = withScaleSetVariants(map[string]Scenario{
 		PodStartDelay: time.Second, RateLimits: simgithub.RateLimits{}, RunnerLostTimeout: time.Minute, Timeout: 15 * time.Minute,
 	},
 	"steady": {
-		Name: "steady", Description: "Poisson arrivals, 5 jobs/s for a minute, 20 s jobs",
+		Name: "steady", Description: "Poisson arrivals, 5 jobs/s for a minute, 20 s jobs on average, from 8 repositories and 13 workflows of an organization; runner pods request 1 CPU and 2 GiB",
 		Rate: 5, Steady: time.Minute, JobDuration: 20 * time.Second, MaxRunners: 300, Nodes: 10,
+		Org: AcmeOrg, RunnerRequests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("2Gi")},
 		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
 	},
 	"steady-warm-history": {
@@ -275,19 +326,26 @@ var Scenarios = withScaleSetVariants(map[string]Scenario{
 		Burst: 500, JobDuration: 10 * time.Second, MaxRunners: 20, Nodes: 10,
 		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
 	},
-	"cache":     cacheScenario,
-	"cache-off": withoutCache(cacheScenario),
+	"cache":                cacheScenario,
+	"cache-off":            withoutCache(cacheScenario),
+	"disruptions":          disruptionsScenario,
+	"disruptions-no-rerun": withoutRerun(disruptionsScenario),
+	"disruptions-short":    shortDisruptions(disruptionsScenario),
 	"container-jobs": {
-		Name: "container-jobs", Description: "a burst of 60 container jobs (container node:22, service postgres:17), 10 s each, on a pool in Kubernetes mode (workflow pods in ci-jobs); every 12th job's image never pulls (prepareJobTimeout 2m, imagePullGracePeriod 15s, failed runners kept 20 s)",
+		Name: "container-jobs", Description: "two bursts of 60 container jobs, 10 s each, on a pool in Kubernetes mode (workflow pods in ci-jobs), the second once the first's runners are gone, on the hook slots the first made; each job: container node:22 with registry credentials, services postgres:17 (ports 5432:5432) and redis:7 (no ports), an image action step (docker://alpine:3.20); every 12th job's image never pulls, every 20th job adds a Dockerfile action step (prepareJobTimeout 2m, imagePullGracePeriod 15s, failed runners kept 20 s)",
 		Burst: 60, JobDuration: 10 * time.Second, MaxRunners: 100, Nodes: 6,
-		ContainerJobs: &ContainerJobsSpec{Image: "node:22", Services: map[string]string{"db": "postgres:17"}, UnpullableEvery: 12,
+		ContainerJobs: &ContainerJobsSpec{Image: "node:22", Credentials: true,
+			Services:        map[string]string{"postgres": "postgres:17", "redis": "redis:7"},
+			ServicePorts:    map[string][]string{"postgres": {"5432:5432"}},
+			Steps:           []runnerapi.ContainerStep{{Name: "lint", Image: "alpine:3.20", Entrypoint: "sh"}},
+			UnpullableEvery: 12, DockerfileEvery: 20, SecondBurst: 60,
 			PrepareJobTimeout: 2 * time.Minute, ImagePullGracePeriod: 15 * time.Second},
 		// A runner Gantry failed for its workflow pod is kept 20 s (not 10 minutes), so
 		// that the pool drains within the run.
 		FailedRunnerRetention: 20 * time.Second,
 		PodStartDelay:         time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
 	},
-}, "burst", "steady")
+}, "burst", "steady", "disruptions")
 
 // withScaleSetVariants adds to scenarios the ScaleSet variant of each of names, derived
 // rather than written out so that a variant and its scenario cannot drift apart.
@@ -386,8 +444,16 @@ func (s Scenario) Validate() error {
 	if h := s.WarmHistory; h != nil && (s.Warm == nil || s.Warm.Predictive == nil || h.JobsPerMinute <= 0 || h.Start <= 0) {
 		errs = append(errs, errors.New("warm_history needs a predictive warm spec, jobs_per_minute above 0 and a start time"))
 	}
-	if s.Trace == nil && s.Burst <= 0 && (s.Rate <= 0 || s.Steady <= 0) && s.Idle <= 0 {
-		errs = append(errs, errors.New("the scenario queues no jobs and measures no idle window: set burst, rate and steady, a trace, or idle"))
+	if s.Trace == nil && s.Burst <= 0 && (s.Rate <= 0 || s.Steady <= 0) && s.Idle <= 0 && s.Pipeline == nil {
+		errs = append(errs, errors.New("the scenario queues no jobs and measures no idle window: set burst, rate and steady, a trace, a pipeline, or idle"))
+	}
+	if p := s.Pipeline; p != nil {
+		if err := p.validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if s.Trace != nil || s.Burst > 0 || s.Rate > 0 || s.pools() > 1 || s.ContainerJobs != nil {
+			errs = append(errs, errors.New("a pipeline is the whole workload, of one pool: no burst, steady arrivals, trace or container jobs beside it"))
+		}
 	}
 	if s.Pools < 0 || s.BurstPools < 0 || s.Idle < 0 {
 		errs = append(errs, errors.New("pools, burst_pools and idle must not be negative"))
@@ -412,6 +478,9 @@ func (s Scenario) Validate() error {
 	if s.Repos < 0 || s.CacheSetup < 0 || s.WarmSetup < 0 {
 		errs = append(errs, errors.New("repos, cache_setup and warm_setup must not be negative"))
 	}
+	if s.Org != nil && (s.Repos > 1 || s.Trace != nil || s.Rate <= 0 || len(s.Org.Repos) == 0) {
+		errs = append(errs, errors.New("org spreads steady jobs (rate and steady) over its repositories: give it repositories, and set neither repos nor a trace"))
+	}
 	if s.Cache != nil && s.pools() > 1 {
 		errs = append(errs, errors.New("a cache needs one pool: its volumes are counted after the pool is deleted"))
 	}
@@ -421,10 +490,13 @@ func (s Scenario) Validate() error {
 		}
 	}
 	if cj := s.ContainerJobs; cj != nil {
-		if cj.Image == "" || cj.UnpullableEvery < 0 || cj.PrepareJobTimeout < 0 || cj.ImagePullGracePeriod < 0 {
-			errs = append(errs, errors.New("container_jobs needs an image; unpullable_every, prepare_job_timeout and image_pull_grace_period must not be negative"))
+		if cj.Image == "" || cj.UnpullableEvery < 0 || cj.DockerfileEvery < 0 || cj.SecondBurst < 0 || cj.PrepareJobTimeout < 0 || cj.ImagePullGracePeriod < 0 {
+			errs = append(errs, errors.New("container_jobs needs an image; unpullable_every, dockerfile_every, second_burst, prepare_job_timeout and image_pull_grace_period must not be negative"))
 		}
-		if err := simgithub.ValidateContainers(cj.Image, cj.Services); err != nil {
+		if cj.SecondBurst > 0 && s.Burst == 0 {
+			errs = append(errs, errors.New("container_jobs.second_burst follows a burst: set burst"))
+		}
+		if err := simgithub.ValidateContainers(cj.Image, cj.Services, cj.options(0)); err != nil {
 			errs = append(errs, fmt.Errorf("container_jobs: %w", err))
 		}
 		if s.Trace != nil {
@@ -436,7 +508,7 @@ func (s Scenario) Validate() error {
 
 // watchedNamespaces are the namespaces the controller watches (--namespaces): the
 // pools'; nil (every namespace, as the default install) with a Kubernetes-mode pool,
-// whose runners' anchors and workflow pods are in namespaces of their own
+// whose runners' workflow pods are in namespaces of their own
 // (containerMode.isolation Runner).
 func (s Scenario) watchedNamespaces() []string {
 	if s.ContainerJobs != nil {

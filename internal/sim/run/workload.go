@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/hookrelease"
 	"github.com/gantry-dev/gantry/internal/sim/agent"
 	"github.com/gantry-dev/gantry/internal/sim/fault"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
@@ -32,27 +33,39 @@ type workload struct {
 	spread [][]string
 	trace  *trace.Trace
 	speed  float64
+	// pipeline, when set, is queued instead: runs of jobs that need others.
+	pipeline *Pipeline
 	// unpullableEvery: every n-th job's container image never pulls (0: none).
 	unpullableEvery int
+	// org, when set, is where steady jobs come from (org.go).
+	org *Org
+	// containers, when set, are the container jobs' options (ContainerJobsSpec.options).
+	containers *ContainerJobsSpec
 }
 
 // jobAt is the template job as the i-th job of the workload (from 0): its container
-// image one that never pulls for every unpullableEvery-th.
+// image one that never pulls for every unpullableEvery-th, its container options.
 func (wl workload) jobAt(i int) simgithub.JobSpec {
 	j := wl.job
 	if n := wl.unpullableEvery; n > 0 && j.Container != "" && i%n == n-1 {
 		j.Container = unpullable(j.Container)
+	}
+	if wl.containers != nil {
+		j.ContainerOptions = wl.containers.options(i)
 	}
 	return j
 }
 
 func (s Scenario) workload() workload {
 	wl := workload{
-		burst: s.Burst, rate: s.Rate, steady: s.Steady, trace: s.Trace, speed: s.TraceSpeed,
+		burst: s.Burst, rate: s.Rate, steady: s.Steady, trace: s.Trace, speed: s.TraceSpeed, pipeline: s.Pipeline,
 		job: simgithub.JobSpec{Repo: org + "/app", Labels: s.jobLabels(), Duration: simgithub.Duration(s.JobDuration)},
 	}
 	if cj := s.ContainerJobs; cj != nil {
-		wl.job.Container, wl.job.Services, wl.unpullableEvery = cj.Image, cj.Services, cj.UnpullableEvery
+		wl.job.Container, wl.job.Services, wl.unpullableEvery, wl.containers = cj.Image, cj.Services, cj.UnpullableEvery, cj
+	}
+	if wl.org = s.Org; wl.org != nil && len(wl.org.Repos) > 0 {
+		wl.job.Repo = org + "/" + wl.org.Repos[0].Name // acme/app is not one of its repositories
 	}
 	if s.Repos > 1 {
 		for _, name := range repoNames(s) {
@@ -73,8 +86,8 @@ func (s Scenario) workload() workload {
 // job, or those jobs one by one with their labels when the burst is spread over pools.
 func (wl workload) burstRun(i, n int) simgithub.RunSpec {
 	run := simgithub.RunSpec{Repo: wl.job.Repo, Workflow: "CI"}
-	if len(wl.spread) == 0 && wl.unpullableEvery == 0 {
-		run.Matrix, run.Template = n, wl.job
+	if len(wl.spread) == 0 && wl.unpullableEvery == 0 && (wl.containers == nil || wl.containers.DockerfileEvery == 0) {
+		run.Matrix, run.Template = n, wl.jobAt(i)
 		return run
 	}
 	for k := i; k < i+n; k++ {
@@ -115,6 +128,9 @@ func queueWorkload(ctx context.Context, q jobQueue, wl workload, seed uint64, no
 	if wl.trace != nil {
 		return out, replay(ctx, q, wl, add)
 	}
+	if wl.pipeline != nil {
+		return out, queuePipeline(ctx, q, *wl.pipeline, wl.job.Labels, seed, add)
+	}
 	for i := 0; i < wl.burst; {
 		n := min(wl.burst-i, 256) // GitHub's matrix limit
 		run, err := q.QueueRun(wl.burstRun(i, n))
@@ -144,6 +160,10 @@ func queueWorkload(ctx context.Context, q jobQueue, wl workload, seed uint64, no
 		spec := wl.jobAt(len(out))
 		if len(wl.repos) > 0 {
 			spec.Repo = wl.repos[repoRNG.IntN(len(wl.repos))]
+		}
+		if wl.org != nil {
+			j := wl.org.draw(repoRNG, time.Duration(wl.job.Duration), len(out))
+			spec.Repo, spec.Workflow, spec.Name, spec.Duration = org+"/"+j.repo, j.workflow, j.name, simgithub.Duration(j.duration)
 		}
 		j, err := q.QueueJob(spec)
 		if err != nil {
@@ -196,6 +216,9 @@ func replay(ctx context.Context, q jobQueue, wl workload, add func(queuedJob)) e
 
 // repoNames are the repositories of acme the workload needs.
 func repoNames(sc Scenario) []string {
+	if sc.Trace == nil && sc.Org != nil {
+		return sc.Org.names()
+	}
 	if sc.Trace == nil && sc.Repos > 1 {
 		out := make([]string, sc.Repos)
 		for i := range out {
@@ -220,6 +243,19 @@ func repoNames(sc Scenario) []string {
 // jobLister is where a run reads its jobs back: the GitHub simulator.
 type jobLister interface{ Jobs() []simgithub.Job }
 
+// completedJobs counts the completed jobs, and says when the last completed.
+func completedJobs(jobs []simgithub.Job) (done int, last time.Time) {
+	for _, j := range jobs {
+		if j.Status == simgithub.StatusCompleted {
+			done++
+			if j.DoneAt != nil && j.DoneAt.After(last) {
+				last = *j.DoneAt
+			}
+		}
+	}
+	return done, last
+}
+
 // waitJobs waits until the n jobs queued after the first skip all completed, or the
 // deadline. It returns those jobs, whether they all completed, and when the last did.
 func waitJobs(ctx context.Context, sim jobLister, skip, n int, deadline time.Time) ([]simgithub.Job, bool, time.Time) {
@@ -227,16 +263,7 @@ func waitJobs(ctx context.Context, sim jobLister, skip, n int, deadline time.Tim
 	for {
 		all := sim.Jobs()
 		jobs = all[min(skip, len(all)):]
-		done := 0
-		var last time.Time
-		for _, j := range jobs {
-			if j.Status == simgithub.StatusCompleted {
-				done++
-				if j.DoneAt != nil && j.DoneAt.After(last) {
-					last = *j.DoneAt
-				}
-			}
-		}
+		done, last := completedJobs(jobs)
 		if len(jobs) >= n && done == len(jobs) {
 			return jobs, true, last
 		}
@@ -255,7 +282,7 @@ func waitDrained(ctx context.Context, c client.Client, runners *runnerWatch, sim
 		if len(runners.runners()) == 0 && len(sim.Runners()) == 0 {
 			var rs v1alpha1.RunnerList
 			if err := c.List(ctx, &rs, client.InNamespace(namespace)); err == nil && len(rs.Items) == 0 {
-				if lo := leftovers(ctx, c, sim); lo.Pods == 0 && lo.Secrets == 0 && lo.WorkflowPods == 0 && lo.HookSecrets == 0 {
+				if lo := leftovers(ctx, c, sim); lo.Pods == 0 && lo.Secrets == 0 && lo.WorkflowPods == 0 && lo.StepPods == 0 && lo.HookSecrets == 0 {
 					return true
 				}
 			}
@@ -276,17 +303,19 @@ func leftovers(ctx context.Context, c client.Client, sim *simgithub.Sim) Leftove
 	if err := c.List(ctx, &pods, client.InNamespace(namespace), managed); err == nil {
 		lo.Pods = len(pods.Items)
 	}
-	// A Kubernetes-mode runner's anchor pod, in containerMode.namespace.
-	if err := c.List(ctx, &pods, client.MatchingLabels{v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookAnchor}); err == nil {
-		lo.Pods += len(pods.Items)
-	}
 	var secrets corev1.SecretList
 	if err := c.List(ctx, &secrets, client.InNamespace(namespace), managed); err == nil {
 		lo.Secrets = len(secrets.Items)
 	}
 	hooks := client.HasLabels{agent.LabelRunnerPod}
 	if err := c.List(ctx, &pods, hooks); err == nil {
-		lo.WorkflowPods = len(pods.Items)
+		for _, p := range pods.Items {
+			if strings.HasPrefix(p.Name, hookrelease.StepPodPrefix(p.Labels[agent.LabelRunnerPod])) {
+				lo.StepPods++
+			} else {
+				lo.WorkflowPods++
+			}
+		}
 	}
 	if err := c.List(ctx, &secrets, hooks); err == nil {
 		lo.HookSecrets = len(secrets.Items)
