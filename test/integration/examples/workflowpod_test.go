@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gantry-dev/gantry/internal/controller/runnerpool"
+	"github.com/gantry-dev/gantry/internal/controller/runner"
 )
 
 // workflowJob is what a workflow job asks of the hook: its container and services.
@@ -206,7 +206,7 @@ func admitWorkflowPod(t *testing.T, pod *corev1.Pod, level string) error {
 func TestWorkflowPodPodSecurityLevels(t *testing.T) {
 	pool := examplePool(t, filepath.Join(root(t), "examples", "container-jobs.yaml"))
 	job := workflowJob{image: "node:22", services: map[string]string{"postgres": "postgres:17"}}
-	pod := hookWorkflowPod(t, "linux-containers-abcde", job, runnerpool.WorkflowPodTemplateYAML(pool))
+	pod := hookWorkflowPod(t, "linux-containers-abcde", job, runner.WorkflowPodTemplateJSON(pool))
 	if len(pod.Spec.InitContainers) != 1 || pod.Spec.InitContainers[0].Name != "fs-init" {
 		t.Fatalf("the workflow pod has init containers %v, want fs-init", pod.Spec.InitContainers)
 	}
@@ -227,7 +227,7 @@ func TestWorkflowPodPodSecurityLevels(t *testing.T) {
 		RunAsUser: ptr.To[int64](1001), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
 	strict.Spec.ContainerMode.WorkflowPodTemplate.JobContainerSecurityContext = &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
-	strictPod := hookWorkflowPod(t, "linux-containers-fghij", workflowJob{image: "node:22"}, runnerpool.WorkflowPodTemplateYAML(strict))
+	strictPod := hookWorkflowPod(t, "linux-containers-fghij", workflowJob{image: "node:22"}, runner.WorkflowPodTemplateJSON(strict))
 	err = admitWorkflowPod(t, strictPod, "restricted")
 	if err == nil {
 		t.Fatal("the strictest pool's workflow pod is admitted at restricted: docs/security.md says restricted refuses every v0.8.1 workflow pod")
@@ -239,11 +239,18 @@ func TestWorkflowPodPodSecurityLevels(t *testing.T) {
 		t.Errorf("restricted refuses the strictest pool's workflow pod, not for fs-init: %v", err)
 	}
 
-	// A service published on the node (`ports: ["5432:5432"]`): a hostPort.
+	// A service published on the node (`ports: ["5432:5432"]`). The hook alone makes
+	// it a hostPort, which baseline refuses; Gantry's wrapper
+	// (config/container-hooks/hook.js, withoutHostPort) hands the hook "5432" instead,
+	// a containerPort, which baseline admits.
 	published := workflowJob{image: "node:22", services: map[string]string{"postgres": "postgres:17"}, ports: map[string][]string{"postgres": {"5432:5432"}}}
-	err = admitWorkflowPod(t, hookWorkflowPod(t, "linux-containers-klmno", published, runnerpool.WorkflowPodTemplateYAML(pool)), "baseline")
+	err = admitWorkflowPod(t, hookWorkflowPod(t, "linux-containers-klmno", published, runner.WorkflowPodTemplateJSON(pool)), "baseline")
 	if err == nil || !strings.Contains(err.Error(), "hostPort") {
-		t.Errorf("a workflow pod whose service has ports [5432:5432] at baseline: %v; want refused for its hostPort", err)
+		t.Errorf("the hook's own workflow pod for a service with ports [5432:5432] at baseline: %v; want refused for its hostPort", err)
+	}
+	wrapped := workflowJob{image: "node:22", services: map[string]string{"postgres": "postgres:17"}, ports: map[string][]string{"postgres": {"5432"}}}
+	if err := admitWorkflowPod(t, hookWorkflowPod(t, "linux-containers-pqrst", wrapped, runner.WorkflowPodTemplateJSON(pool)), "baseline"); err != nil {
+		t.Errorf("the workflow pod for a service with ports [5432:5432], through Gantry's wrapper (5432), at baseline: %v", err)
 	}
 
 	// What the docs say.
