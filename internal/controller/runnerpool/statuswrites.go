@@ -288,5 +288,13 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state) (reconcile.Resu
 	// Events follow the stored status: whoever reads a Recovered event and then the
 	// pool sees it Ready, and a failed patch does not announce a change twice.
 	r.recordEvents(before, pool)
+	if st.platformChanged {
+		// The runners held back for the platform can be made now that it is stored.
+		return reconcile.Result{RequeueAfter: platformStored}, nil
+	}
 	return reconcile.Result{}, nil
 }
+
+// platformStored is how soon a pool whose platform changed is reconciled again once
+// the status that records it is written.
+const platformStored = 10 * time.Millisecond
