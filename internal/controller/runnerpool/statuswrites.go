@@ -8,6 +8,7 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -34,10 +35,6 @@ const statusInterval = time.Second
 // metrics (gantry_runnerpool_*) follow every pass.
 const countWritesPerSecond = 5
 
-// cacheLag bounds how long a pool's status as this controller wrote it stands in for the
-// cache's, which shows a write a moment after it is made (storedStatus).
-const cacheLag = 5 * time.Second
-
 // sessionSettle is how long a scale-set pool's status may wait for its session to open
 // when all that changed besides the counts is that the session is on its way
 // (Connecting, the session id it closed cleared) or, on the pool's first write, that
@@ -62,38 +59,41 @@ type statusWrites struct {
 	written  map[types.NamespacedName]writtenStatus
 }
 
-// writtenStatus is a pool's status as this controller last wrote it, with the
-// resourceVersion the write made.
+// writtenStatus is a pool as this controller's last status write returned it.
 type writtenStatus struct {
 	pool *v1alpha1.RunnerPool
-	at   time.Time
 }
 
-// remember keeps pool (as the status write returned it) as its last written status.
-func (w *statusWrites) remember(key types.NamespacedName, pool *v1alpha1.RunnerPool, now time.Time) {
+// remember keeps pool, as its status write returned it.
+func (w *statusWrites) remember(key types.NamespacedName, pool *v1alpha1.RunnerPool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.written == nil {
 		w.written = map[types.NamespacedName]writtenStatus{}
 	}
-	w.written[key] = writtenStatus{pool: pool.DeepCopy(), at: now}
+	w.written[key] = writtenStatus{pool: pool.DeepCopy()}
 }
 
-// storedStatus is the pool as last stored, as far as this controller knows: cached, or,
-// when the cache does not show this controller's last status write yet (another
-// resourceVersion, within cacheLag of the write), the pool as that write left it. A pool
-// is reconciled again as soon as its session opens, its statistics come and its runners
-// move, often before the cache has the status written a moment ago: compared with the
-// cache, the same status was written again at each of those passes (two or three times
-// per pool at start in `gantry sim run --scenario idle-scalesets`).
-func (w *statusWrites) storedStatus(key types.NamespacedName, cached *v1alpha1.RunnerPool, now time.Time) *v1alpha1.RunnerPool {
+// newest is the newest version of the pool this controller knows: cached, or, when
+// the cache does not show this controller's last status write yet (an older
+// resourceVersion: they are comparable, apimachinery's CompareResourceVersion), the
+// pool as that write returned it. A pool is reconciled again as soon as its session
+// opens, its statistics come and its runners move, often before the cache has the
+// status written a moment ago: read from the cache, such a pass chose the platform
+// again and wrote the same status again (two or three times per pool at start in
+// `gantry sim run --scenario idle-scalesets`).
+func (w *statusWrites) newest(key types.NamespacedName, cached *v1alpha1.RunnerPool) *v1alpha1.RunnerPool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wr, ok := w.written[key]
-	if !ok || cached.ResourceVersion == wr.pool.ResourceVersion || now.Sub(wr.at) >= cacheLag {
+	if !ok {
 		return cached
 	}
-	return wr.pool
+	if c, err := resourceversion.CompareResourceVersion(cached.ResourceVersion, wr.pool.ResourceVersion); err != nil || c >= 0 {
+		delete(w.written, key) // the cache has it (or a later version): not needed any more
+		return cached
+	}
+	return wr.pool.DeepCopy()
 }
 
 // wait reports how long the write of after's status should wait, or 0 to write now.
@@ -257,13 +257,11 @@ func statusChangeOf(a, b *v1alpha1.RunnerPoolStatus) statusChange {
 // does not carry (a time's fraction of a second: the stored status has none); a change
 // of counts only, less than statusInterval after the last write, waits for it
 // (requeue), and takes its turn in the fleet's budget, and one that waits for the
-// session waits up to sessionSettle (wait); the stored status is the cache's or, until
-// the cache shows it, the one this controller wrote last (storedStatus); events follow
-// the stored status.
+// session waits up to sessionSettle (wait); events follow the stored status.
 func (r *Reconciler) writeStatus(ctx context.Context, st *state) (reconcile.Result, error) {
 	pool := st.pool
 	key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}
-	before := r.statusWrites.storedStatus(key, st.before, r.Clock.Now())
+	before := st.before
 	st.sourceReason, st.sourceMessage = st.source.Status(pool)
 	setStatus(st, r.Clock.Now(), r.FailureThreshold)
 	recordMetrics(st)
@@ -284,7 +282,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, st *state) (reconcile.Resu
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	r.statusWrites.wrote(key, r.Clock.Now())
-	r.statusWrites.remember(key, pool, r.Clock.Now())
+	r.statusWrites.remember(key, pool)
 	// Events follow the stored status: whoever reads a Recovered event and then the
 	// pool sees it Ready, and a failed patch does not announce a change twice.
 	r.recordEvents(before, pool)

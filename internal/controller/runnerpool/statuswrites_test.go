@@ -160,38 +160,50 @@ func TestCountWritesOfManyPoolsTakeTurns(t *testing.T) {
 	}
 }
 
-// Until the cache shows a status write, the status as written stands in for the cached
-// one (so the same status is not written again at the passes in between); once the
-// cache has it, or after cacheLag, the cache is the stored status.
-func TestStoredStatusIsTheLastWriteUntilTheCacheHasIt(t *testing.T) {
+// Until the cache shows a status write, the pool as the write returned it stands in for
+// the cached one (so a pass in between neither chooses the platform again nor writes the
+// same status again); once the cache has it, or a later version, the cache is newest.
+func TestNewestIsTheLastWriteUntilTheCacheHasIt(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ci", Name: "linux"}
-	now := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
 	at := func(rv string, busy int32) *v1alpha1.RunnerPool {
 		return &v1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{ResourceVersion: rv}, Status: v1alpha1.RunnerPoolStatus{BusyRunners: busy}}
 	}
 	var w statusWrites
-	if got := w.storedStatus(key, at("4", 1), now); got.ResourceVersion != "4" {
-		t.Errorf("nothing written: stored is rv %s, want the cache's 4", got.ResourceVersion)
+	if got := w.newest(key, at("4", 1)); got.ResourceVersion != "4" {
+		t.Errorf("nothing written: newest is rv %s, want the cache's 4", got.ResourceVersion)
 	}
-	w.remember(key, at("5", 2), now)
+	w.remember(key, at("15", 2))
 	for _, tt := range []struct {
 		name   string
 		cached *v1alpha1.RunnerPool
-		at     time.Time
 		want   string
 	}{
-		{name: "the cache behind the write", cached: at("4", 1), at: now.Add(time.Second), want: "5"},
-		{name: "the cache has it", cached: at("5", 2), at: now.Add(time.Second), want: "5"},
-		{name: "the cache has a later one", cached: at("6", 3), at: now.Add(cacheLag), want: "6"},
-		{name: "the cache behind after cacheLag", cached: at("4", 1), at: now.Add(cacheLag), want: "4"},
+		{name: "the cache behind the write", cached: at("9", 1), want: "15"},
+		{name: "still behind", cached: at("14", 1), want: "15"},
+		{name: "the cache has it", cached: at("15", 2), want: "15"},
+		{name: "written and caught up: the cache from now on", cached: at("9", 1), want: "9"},
 	} {
-		got := w.storedStatus(key, tt.cached, tt.at)
-		if got.ResourceVersion != tt.want {
-			t.Errorf("%s: stored is rv %s, want %s", tt.name, got.ResourceVersion, tt.want)
+		if got := w.newest(key, tt.cached); got.ResourceVersion != tt.want {
+			t.Errorf("%s: newest is rv %s, want %s", tt.name, got.ResourceVersion, tt.want)
 		}
 	}
+	w.remember(key, at("20", 2))
+	if got := w.newest(key, at("21", 3)); got.ResourceVersion != "21" || got.Status.BusyRunners != 3 {
+		t.Errorf("the cache has a later version: newest is rv %s, want the cache's 21", got.ResourceVersion)
+	}
+	w.remember(key, at("30", 2))
+	if got := w.newest(key, at("not-a-number", 3)); got.ResourceVersion != "not-a-number" {
+		t.Errorf("a resourceVersion that does not compare: newest is rv %s, want the cache's", got.ResourceVersion)
+	}
+	w.remember(key, at("40", 2))
 	w.forget(key)
-	if got := w.storedStatus(key, at("4", 1), now); got.ResourceVersion != "4" {
-		t.Errorf("forgotten: stored is rv %s, want the cache's 4", got.ResourceVersion)
+	if got := w.newest(key, at("4", 1)); got.ResourceVersion != "4" {
+		t.Errorf("forgotten: newest is rv %s, want the cache's 4", got.ResourceVersion)
+	}
+	// What newest returns is a copy: a pass may change it.
+	w.remember(key, at("50", 2))
+	w.newest(key, at("45", 1)).Status.BusyRunners = 9
+	if got := w.newest(key, at("45", 1)); got.Status.BusyRunners != 2 {
+		t.Errorf("a pass changed the remembered write: busy %d, want 2", got.Status.BusyRunners)
 	}
 }
