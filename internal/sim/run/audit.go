@@ -48,6 +48,13 @@ type KubeAPI struct {
 	// under load).
 	PoolStatusWritesPerSecond float64 `json:"pool_status_writes_per_second"`
 	PoolStatusWritesPeak      float64 `json:"pool_status_writes_per_second_peak_10s"`
+	// StartupWrites are the controller's writes before the workload started (its pools
+	// taken up, their sessions opened, an idle window, a restart), and
+	// WorkloadWritesPerJob every write made on its behalf (its own and the garbage
+	// collector's) from the workload's start to the end of the log, per job:
+	// AllWritesPerJob without the start-up, which follows the pools, not the jobs.
+	StartupWrites        int64   `json:"startup_writes"`
+	WorkloadWritesPerJob float64 `json:"workload_writes_per_job"`
 }
 
 // peakWindow is the window the peak rate of pool status writes is measured over.
@@ -61,6 +68,16 @@ type kubeAudit struct {
 	collector map[string]int64
 	// poolStatusWrites are the times of each pool's status writes, by namespace/name.
 	poolStatusWrites map[string][]time.Time
+	// records are every request counted, in the log's order, with its time.
+	records []auditRecord
+}
+
+// auditRecord is one request of the audit log: the controller's, or a delete of the
+// garbage collector's.
+type auditRecord struct {
+	at        time.Time
+	key       string // "verb resource[/subresource]"
+	collector bool
 }
 
 // auditEvent is the part of an audit.k8s.io/v1 Event counted.
@@ -108,7 +125,9 @@ func readAudit(path string) (kubeAudit, error) {
 func (a *kubeAudit) add(ev auditEvent) {
 	if ev.User.Username == cluster.CollectorUser {
 		if ev.ObjectRef != nil && ev.ObjectRef.Namespace == namespace && isWrite(ev.Verb) {
-			a.collector[ev.Verb+" "+ev.ObjectRef.Resource]++
+			key := ev.Verb + " " + ev.ObjectRef.Resource
+			a.collector[key]++
+			a.records = append(a.records, auditRecord{at: ev.StageTimestamp, key: key, collector: true})
 		}
 		return
 	}
@@ -121,6 +140,7 @@ func (a *kubeAudit) add(ev auditEvent) {
 		res += "/" + ev.ObjectRef.Subresource
 	}
 	a.requests[ev.Verb+" "+res]++
+	a.records = append(a.records, auditRecord{at: ev.StageTimestamp, key: ev.Verb + " " + res})
 	if res == "runnerpools/status" && isWrite(ev.Verb) {
 		k := ev.ObjectRef.Namespace + "/" + ev.ObjectRef.Name
 		a.poolStatusWrites[k] = append(a.poolStatusWrites[k], ev.StageTimestamp)
@@ -170,7 +190,43 @@ func (a kubeAudit) kubeAPI(jobs, pools int, start, end time.Time) *KubeAPI {
 	if n := max(pools, len(a.poolStatusWrites)); n > 0 {
 		k.PoolStatusWritesPerSecond = round2(sum / float64(n))
 	}
+	if !start.IsZero() {
+		var startup, during int64
+		for _, r := range a.records {
+			verb, _ := splitKey(r.key)
+			switch {
+			case !isWrite(verb):
+			case r.at.Before(start):
+				if !r.collector {
+					startup++
+				}
+			default: // to the end of the log: the controller is stopped before it is read
+				during++
+			}
+		}
+		k.StartupWrites = startup
+		if jobs > 0 {
+			k.WorkloadWritesPerJob = round2(float64(during) / float64(jobs))
+		}
+	}
 	return k
+}
+
+// window counts, by "verb resource", the controller's requests and the garbage
+// collector's deletes made from from to to (both included).
+func (a kubeAudit) window(from, to time.Time) (requests, collector map[string]int64) {
+	requests, collector = map[string]int64{}, map[string]int64{}
+	for _, r := range a.records {
+		if r.at.Before(from) || r.at.After(to) {
+			continue
+		}
+		if r.collector {
+			collector[r.key]++
+		} else {
+			requests[r.key]++
+		}
+	}
+	return requests, collector
 }
 
 func splitKey(key string) (verb, rest string) {

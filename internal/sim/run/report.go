@@ -35,7 +35,9 @@ import (
 // Version 10 added kube_api.collector_deletes, kube_api.collector_deletes_per_job,
 // kube_api.all_writes_per_job and kube_api_writes_per_job_with_collector.
 // Version 11 added container_jobs and leftover.workflow_pods and leftover.hook_secrets.
-const SchemaVersion = 11
+// Version 12 added fleet, sessions.seconds_from_start, kube_api.startup_writes and
+// kube_api.workload_writes_per_job.
+const SchemaVersion = 12
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -185,6 +187,8 @@ type Report struct {
 	Caches      *CacheReport  `json:"caches,omitempty"`
 	// ContainerJobs: a Kubernetes-mode pool's container jobs (Scenario.ContainerJobs).
 	ContainerJobs *ContainerJobsReport `json:"container_jobs,omitempty"`
+	// Fleet: a fleet of pools phase by phase (Scenario.Fleet).
+	Fleet *FleetReport `json:"fleet,omitempty"`
 	// Warm: pickup and its cost after a predictive pool's warm-up (spec.warm, steady
 	// arrivals only).
 	Warm               *WarmReport  `json:"warm,omitempty"`
@@ -200,11 +204,13 @@ type Report struct {
 
 // Clean reports whether the run ended as it should: every job finished and none was
 // lost, nothing left over, no busy runner killed, every pool's scale-set session open
-// when the run waited for them and at the end of an idle window, and the cache's
-// promises kept (CacheReport.Clean).
+// when the run waited for them, at the end of an idle window and after a fleet's
+// restart (and named in the pools' statuses), and the cache's promises kept
+// (CacheReport.Clean).
 func (r *Report) Clean() bool {
 	return r.Caches.Clean() && r.Finished && r.JobsNeverPickedUp == 0 && r.JobsUnfinished == 0 && r.Leftover.Total() == 0 && r.BusyRunnersKilled == 0 &&
 		(r.Sessions == nil || r.Sessions.Open == r.Sessions.Pools) &&
+		(r.Fleet == nil || r.Fleet.Restart == nil || (r.Fleet.Restart.Open == r.Fleet.Restart.Pools && r.Fleet.Restart.StatusSeconds != nil)) &&
 		(r.Idle == nil || r.DemandSource != v1alpha1.DemandSourceScaleSet || r.Idle.SessionsOpen == r.Idle.Pools)
 }
 
@@ -232,6 +238,9 @@ type reportInputs struct {
 	idle                   *IdleReport
 	caches                 *cacheInputs
 	runnerFailures         map[string]string // failed Runners' reason and message, by name
+	restart                *RestartReport
+	platforms              map[string]int // a fleet's pools by platform
+	launched               time.Time      // the first controller process started
 }
 
 func buildReport(sc Scenario, in reportInputs) *Report {
@@ -268,6 +277,7 @@ func buildReport(sc Scenario, in reportInputs) *Report {
 		r.Faults = faultsReport(r, in, failedRunnerLost, lostWithNode)
 	}
 	r.ContainerJobs = containerJobsReport(sc, in.jobs, in.events, in.runnerFailures, r.KubeWritesPerJob)
+	r.Fleet = fleetReport(sc, in, r)
 	if sc.Trace != nil {
 		r.Trace = traceReport(sc)
 	}
