@@ -99,7 +99,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	pool = r.statusWrites.newest(req.NamespacedName, pool) // its last status write, if the cache is behind
-	seenMark := r.expectations.mark() // before the list: see expectations
+	seenMark := r.expectations.mark()                      // before the list: see expectations
 	runners, err := r.listRunners(ctx, pool)
 	if err != nil {
 		return reconcile.Result{}, err

@@ -26,14 +26,16 @@ const statusInterval = time.Second
 
 // countWritesPerSecond is the budget of status writes of counts across all the
 // controller's pools: one pool's counts are written every statusInterval as they move,
-// but pools whose counts move together take turns. Unbounded, every pool of a burst
-// spread over many pools wrote its counts each second — 50 pools of 10 jobs each wrote
-// about as many statuses as they ran jobs (`gantry sim run --scenario
-// burst-scalesets-50`), where one pool of 500 jobs writes one status for every 12.
-// Within the budget the fleet's count writes follow time, not the number of pools
-// scaling: with 50 pools scaling at once each shows counts at most 10 s old. The
-// metrics (gantry_runnerpool_*) follow every pass.
-const countWritesPerSecond = 5
+// two pools' too, but more pools whose counts move together take turns. Each pool of a
+// burst spread over many pools otherwise writes its counts every second while its jobs
+// run, and the writes per job of the whole burst grow with the number of pools it
+// touches: 50 pools of 10 jobs each wrote half a status per job at 5 a second, where
+// their runners' own writes are about six (`gantry sim run --scenario fleet`). Within
+// the budget the fleet's count writes follow time, not the number of pools scaling:
+// with 50 pools scaling at once each shows counts up to 25 s old, with 200 up to 100 s.
+// Conditions, the session and the platform are written at once, and the metrics
+// (gantry_runnerpool_*) follow every pass.
+const countWritesPerSecond = 2
 
 // sessionSettle is how long a scale-set pool's status may wait for its session to open
 // when all that changed besides the counts is that the session is on its way

@@ -130,7 +130,9 @@ func TestCountWritesOfManyPoolsTakeTurns(t *testing.T) {
 	counts := func(busy int32) *v1alpha1.RunnerPool {
 		return &v1alpha1.RunnerPool{Status: v1alpha1.RunnerPoolStatus{ObservedGeneration: 1, BusyRunners: busy}}
 	}
-	key := func(i int) types.NamespacedName { return types.NamespacedName{Namespace: "ci", Name: fmt.Sprintf("p%d", i)} }
+	key := func(i int) types.NamespacedName {
+		return types.NamespacedName{Namespace: "ci", Name: fmt.Sprintf("p%d", i)}
+	}
 	var w statusWrites
 	step := time.Second / countWritesPerSecond
 	const pools = countWritesPerSecond + 3
