@@ -124,7 +124,7 @@ demo: build k8s-bins ## The whole system on a simulated cluster and GitHub: 40 j
 	bin/gantry sim run --scenario demo --out out/demo --k8s-bins "$(K8S_BINS)"
 
 # burst-scaleset right after burst: its pickup is judged against burst's of the same run.
-BENCH_SCENARIOS ?= burst burst-scaleset fleet steady scale idle-scalesets burst-scalesets-50 container-jobs
+BENCH_SCENARIOS ?= burst burst-scaleset fleet steady scale idle-scalesets burst-scalesets-50 container-jobs disruptions
 # BENCH_REPEAT runs each scenario that many times (into out/bench/SCENARIO/runN) and
 # compares their medians: a burst's p99 moves by half from run to run on two cores.
 BENCH_REPEAT ?= 1
@@ -143,21 +143,21 @@ bench-baseline: ## Make the last `make bench` reports (same BENCH_SCENARIOS and 
 	bin/gantry sim compare --write --baseline bench/baseline.json $(bench_reports)
 
 # `make reliability`: how much load and how long the faults (CI runs the same tests at 1
-# in `make test`), and which `gantry sim run` scenario to fold in ("" skips it).
+# in `make test`), and which `gantry sim run` scenarios to fold in ("" skips them).
 RELIABILITY_SCALE ?= 3
-RELIABILITY_SIM ?= faults
+RELIABILITY_SIM ?= faults disruptions-short
 .PHONY: reliability
 reliability: build k8s-bins ## Reliability suite at RELIABILITY_SCALE: HA, restart, GitHub, webhook and Kubernetes faults, secrets, RBAC → out/reliability/reliability.json and a table
-	@rm -rf out/reliability/figures out/reliability/sim-$(RELIABILITY_SIM); mkdir -p out/reliability; status=0; \
+	@rm -rf out/reliability/figures $(foreach s,$(RELIABILITY_SIM),out/reliability/sim-$(s)); mkdir -p out/reliability; status=0; \
 	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(K8S_BINS)}" GANTRY_RELIABILITY_SCALE=$(RELIABILITY_SCALE) \
 		GANTRY_RELIABILITY_OUT="$(CURDIR)/out/reliability/figures" GANTRY_RELIABILITY_BIN="$(CURDIR)/bin/gantry" \
 		$(GO) test -count=1 -parallel 1 -timeout 90m -v ./test/reliability/ > out/reliability/test.log 2>&1 || status=1; \
 	grep -E '^(--- |\s+figures_test.go|PASS|FAIL|ok )' out/reliability/test.log || true; \
-	sim=""; if [ -n "$(RELIABILITY_SIM)" ]; then \
-		bin/gantry sim run --scenario $(RELIABILITY_SIM) --out out/reliability/sim-$(RELIABILITY_SIM) --k8s-bins "$(K8S_BINS)" \
-			> out/reliability/sim-$(RELIABILITY_SIM).log 2>&1 || status=1; \
-		sim="-sim out/reliability/sim-$(RELIABILITY_SIM)/report.json"; fi; \
-	$(GO) run ./hack/reliability -in out/reliability/figures -out out/reliability/reliability.json $$sim || status=1; \
+	sims=""; for s in $(RELIABILITY_SIM); do \
+		bin/gantry sim run --scenario $$s --out out/reliability/sim-$$s --k8s-bins "$(K8S_BINS)" \
+			> out/reliability/sim-$$s.log 2>&1 || status=1; \
+		sims="$$sims$${sims:+,}out/reliability/sim-$$s/report.json"; done; \
+	$(GO) run ./hack/reliability -in out/reliability/figures -out out/reliability/reliability.json $${sims:+-sim $$sims} || status=1; \
 	exit $$status
 
 .PHONY: clean

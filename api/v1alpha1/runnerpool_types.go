@@ -263,6 +263,12 @@ type RunnerPoolSpec struct {
 	// +optional
 	ContainerMode *ContainerModeSpec `json:"containerMode,omitempty"`
 
+	// usage says what the pool's runners tell cost tools beyond the usage record each
+	// runner gets (docs/usage.md): the job's repository and workflow as runner pod
+	// labels (podLabels, one pod patch per job).
+	// +optional
+	Usage *UsageSpec `json:"usage,omitempty"`
+
 	// template is the pod each runner runs in. Its container named "runner" runs the
 	// GitHub Actions runner agent; Gantry passes it the JIT configuration from a Secret.
 	// Gantry sets the runner container's ACTIONS_RUNNER_INPUT_JITCONFIG and GANTRY_RUNNER_*

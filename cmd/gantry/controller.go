@@ -42,6 +42,8 @@ type controllerFlags struct {
 	runnerNetworkPolicy                            string
 	githubAllowHTTP                                bool
 	logFormat, logLevel                            string
+	usageRepositories, usageWorkflows              int
+	usageEvents                                    bool
 }
 
 func newControllerCommand() *cobra.Command {
@@ -80,6 +82,9 @@ name in capitals, dashes as underscores, prefixed with GANTRY_ (GANTRY_LEADER_EL
 	fl.BoolVar(&f.githubAllowHTTP, "github-allow-http", false, "accept http:// GitHub URLs (the GitHub simulator, test servers); without it such pools are not Ready")
 	fl.DurationVar(&f.resyncInterval, "resync-interval", time.Minute, "how often queued jobs are listed from GitHub to recover lost webhooks: the bound on how long a lost delivery can delay a job")
 	fl.DurationVar(&f.failedRunnerRetention, "failed-runner-retention", 10*time.Minute, "how long a Failed Runner stays visible (with its reason) before it is removed and unregistered")
+	fl.IntVar(&f.usageRepositories, "usage-repositories", manager.DefaultUsageRepositories, "repositories with usage series of their own, the first to finish a job; the rest are counted as \"other\" (docs/usage.md; 0: none)")
+	fl.IntVar(&f.usageWorkflows, "usage-workflows", 0, "(repository, workflow) pairs with usage series of their own; the rest are \"other\" (0: no workflow label)")
+	fl.BoolVar(&f.usageEvents, "usage-events", true, "write a RunnerUsage event for each runner that ends (one API server write each); the usage log line and metrics are written either way")
 	fl.StringVar(&f.logFormat, "log-format", "json", "json or text")
 	fl.StringVar(&f.logLevel, "log-level", "info", "info, debug (V(1)) or trace (V(2))")
 	return cmd
@@ -204,6 +209,13 @@ func runController(f *controllerFlags) error {
 	if err != nil {
 		return fmt.Errorf("finding the cluster (KUBECONFIG or in-cluster config): %w", err)
 	}
+	if f.usageRepositories < 0 || f.usageWorkflows < 0 {
+		return fmt.Errorf("--usage-repositories %d, --usage-workflows %d: want 0 or more", f.usageRepositories, f.usageWorkflows)
+	}
+	usageRepositories := f.usageRepositories
+	if usageRepositories == 0 {
+		usageRepositories = -1 // none; the manager's 0 is its default
+	}
 	g, err := manager.New(cfg, manager.Options{
 		MetricsAddr:             f.metricsAddr,
 		PprofAddr:               f.pprofAddr,
@@ -226,6 +238,9 @@ func runController(f *controllerFlags) error {
 		ResyncInterval:          f.resyncInterval,
 		FailedRunnerRetention:   f.failedRunnerRetention,
 		RunnerNetworkPolicy:     runnerPolicy,
+		UsageRepositories:       usageRepositories,
+		UsageWorkflows:          f.usageWorkflows,
+		NoUsageEvents:           !f.usageEvents,
 	})
 	if err != nil {
 		return err

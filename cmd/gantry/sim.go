@@ -54,6 +54,7 @@ func newSimGitHubCommand() *cobra.Command {
 		hookTimeout time.Duration
 		pollHold    time.Duration
 		sessionTTL  time.Duration
+		jobLease    time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "github",
@@ -63,7 +64,7 @@ func newSimGitHubCommand() *cobra.Command {
 groups at start. docs/simulator.md is the reference.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts := simgithub.Options{URL: publicURL, FailJobsWithoutRunner: failNoMatch, WebhookTimeout: hookTimeout,
-				ActionsPollHold: pollHold, ActionsSessionTimeout: sessionTTL}
+				ActionsPollHold: pollHold, ActionsSessionTimeout: sessionTTL, RunnerLostTimeout: jobLease}
 			opts.RateLimits.Disabled = noRateLimit
 			opts.RateLimits.Secondary.Disabled = noSecondary
 			sim := simgithub.New(opts)
@@ -103,6 +104,7 @@ groups at start. docs/simulator.md is the reference.`,
 	f.DurationVar(&hookTimeout, "webhook-timeout", 10*time.Second, "webhook delivery timeout (GHES: 30s)")
 	f.DurationVar(&pollHold, "actions-poll-hold", 50*time.Second, "how long a scale set's message long poll waits before answering 202")
 	f.DurationVar(&sessionTTL, "actions-session-timeout", 2*time.Minute, "how long an unused scale-set message session lives (a second session gets 409 until then)")
+	f.DurationVar(&jobLease, "runner-lost-timeout", 0, "the runners' job lease: a runner silent this long goes offline and its running job fails, as GitHub fails a dead runner's job about 10m after its last renewal (0: never)")
 	return cmd
 }
 

@@ -2,10 +2,11 @@
 // wrote, one JSON file per scenario, into reliability.json, and prints a table: the load
 // each scenario held, the faults injected and survived, the bad inputs tried, and what
 // was lost or leaked — every count measured by the scenario, none assumed. With -sim it
-// folds in the report.json of `gantry sim run --scenario faults`. It exits non-zero
-// when a scenario failed, lost or leaked anything, or no figures were found.
+// folds in the report.json of `gantry sim run` scenarios (faults, disruptions-short;
+// comma-separated). It exits non-zero when a scenario failed, lost or leaked anything,
+// or no figures were found.
 //
-//	go run ./hack/reliability -in out/reliability/figures -out out/reliability/reliability.json [-sim out/reliability/sim-faults/report.json]
+//	go run ./hack/reliability -in out/reliability/figures -out out/reliability/reliability.json [-sim out/reliability/sim-faults/report.json,…]
 package main
 
 import (
@@ -97,14 +98,31 @@ type simReport struct {
 		JobsLost        int               `json:"jobs_lost"`
 		RecoverySeconds *float64          `json:"recovery_seconds"`
 	} `json:"faults"`
+	// Disruptions: the disruptions scenarios' own figures (docs/sim.md).
+	Disruptions *struct {
+		BusyRunnersKilledVoluntarily int `json:"busy_runners_killed_by_voluntary_disruption"`
+		JobsKilled                   int `json:"jobs_killed_by_infrastructure_total"`
+		JobsRerunGreen               int `json:"jobs_rerun_green"`
+		JobsRerunTwice               int `json:"jobs_rerun_twice"`
+		OwnFailuresRerun             int `json:"jobs_failed_on_their_own_rerun"`
+		Runs                         struct {
+			Unfinished int `json:"unfinished"`
+		} `json:"runs"`
+	} `json:"disruptions"`
 }
 
 func main() {
 	in := flag.String("in", "out/reliability/figures", "directory of the scenarios' figures (GANTRY_RELIABILITY_OUT)")
 	out := flag.String("out", "out/reliability/reliability.json", "where to write reliability.json")
-	sim := flag.String("sim", "", "report.json of `gantry sim run --scenario faults` to fold in (optional)")
+	sim := flag.String("sim", "", "report.json files of `gantry sim run` scenarios to fold in, comma-separated (optional)")
 	flag.Parse()
-	ok, err := run(*in, *out, *sim, os.Stdout)
+	var sims []string
+	for _, s := range strings.Split(*sim, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			sims = append(sims, s)
+		}
+	}
+	ok, err := run(*in, *out, sims, os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "reliability:", err)
 		os.Exit(2)
@@ -114,7 +132,7 @@ func main() {
 	}
 }
 
-func run(in, out, simPath string, w io.Writer) (bool, error) {
+func run(in, out string, simPaths []string, w io.Writer) (bool, error) {
 	files, err := filepath.Glob(filepath.Join(in, "*.json"))
 	if err != nil {
 		return false, err
@@ -154,19 +172,20 @@ func run(in, out, simPath string, w io.Writer) (bool, error) {
 		}
 		passed = passed && s.Passed && s.Finished
 	}
-	var simRep *simReport
-	simRaw := json.RawMessage("null")
-	if simPath != "" {
+	var simReps []*simReport
+	simRaws := []json.RawMessage{}
+	for _, simPath := range simPaths {
 		b, err := os.ReadFile(simPath)
 		if err != nil {
-			fmt.Fprintf(w, "sim faults scenario: no report (%v)\n", err)
+			fmt.Fprintf(w, "sim scenario %s: no report (%v)\n", simPath, err)
 			passed = false
 		} else {
-			simRep = &simReport{}
+			simRep := &simReport{}
 			if err := json.Unmarshal(b, simRep); err != nil {
 				return false, fmt.Errorf("%s: %w", simPath, err)
 			}
-			simRaw = b
+			simReps = append(simReps, simRep)
+			simRaws = append(simRaws, b)
 			sl := simLost(simRep)
 			total.add(sl)
 			jobs += simRep.JobsTotal
@@ -194,8 +213,8 @@ func run(in, out, simPath string, w io.Writer) (bool, error) {
 			"scenarios": len(scenarios), "jobs": jobs, "faults_injected": faults, "faults_survived": survived,
 			"bad_inputs": bad, "lost": total,
 		},
-		"scenarios":  raws,
-		"sim_faults": simRaw,
+		"scenarios":   raws,
+		"sim_reports": simRaws,
 	}
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
@@ -224,7 +243,7 @@ func run(in, out, simPath string, w io.Writer) (bool, error) {
 		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", strings.TrimPrefix(s.Scenario, "Test"), loadOf(s), sv, len(s.Faults), bi,
 			s.Lost.Jobs, s.Lost.DuplicateRunners, s.Lost.BusyRunnersKilled, s.Lost.SecretsLeaked, s.Lost.Forbidden, s.Lost.Leftovers, verdict(s.Passed && s.Finished && s.Lost.total() == 0))
 	}
-	if simRep != nil {
+	for _, simRep := range simReps {
 		sl := simLost(simRep)
 		n := 0
 		if simRep.Faults != nil {
@@ -277,6 +296,14 @@ func simLost(r *simReport) lost {
 		Leftovers: r.Leftover.Runners + r.Leftover.Pods + r.Leftover.Secrets + r.Leftover.GitHubRunners}
 	if r.Faults != nil && r.Faults.JobsLost > l.Jobs {
 		l.Jobs = r.Faults.JobsLost
+	}
+	if d := r.Disruptions; d != nil {
+		// A busy runner a drain's eviction killed is lost; the scenario's kills (spot
+		// reclaims, kubelet evictions) are not, but each job they killed must end green
+		// on its one re-run, and nothing may be re-run twice or re-run after failing on
+		// its own.
+		l.BusyRunnersKilled = d.BusyRunnersKilledVoluntarily
+		l.Jobs += d.JobsKilled - d.JobsRerunGreen + d.JobsRerunTwice + d.OwnFailuresRerun + d.Runs.Unfinished
 	}
 	return l
 }

@@ -51,7 +51,7 @@ func TestRunTotalsAndVerdict(t *testing.T) {
 			}
 			out := filepath.Join(dir, "out", "reliability.json")
 			var text bytes.Buffer
-			passed, err := run(dir, out, "", &text)
+			passed, err := run(dir, out, nil, &text)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +86,66 @@ func TestRunTotalsAndVerdict(t *testing.T) {
 }
 
 func TestRunWithoutFiguresIsAnError(t *testing.T) {
-	if _, err := run(t.TempDir(), filepath.Join(t.TempDir(), "r.json"), "", &bytes.Buffer{}); err == nil {
+	if _, err := run(t.TempDir(), filepath.Join(t.TempDir(), "r.json"), nil, &bytes.Buffer{}); err == nil {
 		t.Error("no figures: want an error")
+	}
+}
+
+func TestRunFoldsInDisruptions(t *testing.T) {
+	dir := t.TempDir()
+	fig := `{"scenario":"TestA","finished":true,"passed":true,"load":{"jobs":10},"lost":{}}`
+	if err := os.WriteFile(filepath.Join(dir, "a.json"), []byte(fig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		report     string
+		wantPassed bool
+		wantLost   lost
+	}{
+		{"every killed job green on its re-run",
+			`{"scenario":"disruptions-short","finished":true,"jobs_total":60,"busy_runners_killed":3,"faults":{"injections":[{},{}]},
+			  "disruptions":{"busy_runners_killed_by_voluntary_disruption":0,"jobs_killed_by_infrastructure_total":3,"jobs_rerun_green":3}}`,
+			true, lost{}},
+		{"before re-runs: busy runners killed by a drain, killed jobs never re-run",
+			`{"scenario":"disruptions-short","finished":true,"jobs_total":60,"busy_runners_killed":5,
+			  "disruptions":{"busy_runners_killed_by_voluntary_disruption":4,"jobs_killed_by_infrastructure_total":6,"jobs_rerun_green":0,"jobs_rerun_twice":0}}`,
+			false, lost{BusyRunnersKilled: 4, Jobs: 6}},
+		{"a job re-run twice",
+			`{"scenario":"disruptions-short","finished":true,"jobs_total":60,
+			  "disruptions":{"jobs_killed_by_infrastructure_total":2,"jobs_rerun_green":2,"jobs_rerun_twice":1}}`,
+			false, lost{Jobs: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := filepath.Join(t.TempDir(), "report.json")
+			if err := os.WriteFile(rep, []byte(tt.report), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(t.TempDir(), "reliability.json")
+			var text bytes.Buffer
+			passed, err := run(dir, out, []string{rep}, &text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if passed != tt.wantPassed || !strings.Contains(text.String(), "sim run --scenario disruptions-short") {
+				t.Errorf("passed = %v, want %v:\n%s", passed, tt.wantPassed, text.String())
+			}
+			var doc struct {
+				Totals struct {
+					Lost lost `json:"lost"`
+				} `json:"totals"`
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &doc); err != nil {
+				t.Fatal(err)
+			}
+			if doc.Totals.Lost != tt.wantLost {
+				t.Errorf("lost %+v, want %+v", doc.Totals.Lost, tt.wantLost)
+			}
+		})
 	}
 }

@@ -15,7 +15,8 @@
 //   - Pods are watched (their runners' lives follow them), created and deleted, and
 //     read fresh (get) before a runner whose pod vanished is failed. The pods of
 //     runners that exited 0 are deleted many at a time (deletecollection, selected by
-//     their runners' names).
+//     their runners' names). A pool with spec.usage.podLabels has each runner pod
+//     labeled with its job's repository and workflow (patch).
 //   - Secrets are never cached or listed: a runner's Secret is created, read (get) and
 //     deleted by name, or with other exited runners' (deletecollection, by their
 //     runners' names: the API server lists them itself), and the credentials and
@@ -64,7 +65,7 @@ package controller
 // +kubebuilder:rbac:groups=gantry.dev,resources=runners,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools/status;runners/status,verbs=patch
 // +kubebuilder:rbac:groups=gantry.dev,resources=runnerpools/finalizers;runners/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;deletecollection
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;patch;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete;deletecollection;patch
 // +kubebuilder:rbac:groups="",resources=serviceaccounts;configmaps,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=list;delete

@@ -44,6 +44,16 @@ type Job struct {
 	RunnerID   int64
 	// CreatedAt is when GitHub queued the job.
 	CreatedAt time.Time
+
+	// What GitHub says of the job beyond its demand, for its usage record (usage.go).
+	// Name is the job's name ("build (linux, 22)" in a matrix); RunAttempt the run's
+	// attempt, 1 and more on each re-run (0: not said); StartedAt and CompletedAt when
+	// GitHub says it started on its runner and completed (zero until it says so); and
+	// Conclusion how it ended (success, failure, …), once completed.
+	Name                   string
+	RunAttempt             int
+	StartedAt, CompletedAt time.Time
+	Conclusion             string
 }
 
 // Repository returns OWNER/REPO.

@@ -36,6 +36,9 @@ type trackedJob struct {
 	repo     Repo      // repoOf(job), lower-cased once
 	counted  bool      // counted in the repos of its pool (heardOf)
 	until    time.Time // forget after
+	// startedAt and doneAt are when Gantry first heard a runner took the job and that
+	// it completed: the usage record's picked-up time (usage.go).
+	startedAt, doneAt time.Time
 }
 
 // Demand is one pool's demand.
@@ -171,6 +174,9 @@ func (t *Tracker) Observe(ev JobEvent) {
 		if r := ev.Job.RunnerName; r != "" {
 			if ev.Action == ActionInProgress {
 				t.running[r] = ev.Job
+			} else if j, ok := t.running[r]; ok && j.ID == ev.Job.ID {
+				j.learn(ev.Job) // how it ended, for its usage record
+				t.running[r] = j
 			}
 			runnerChanged = r
 		}
@@ -181,9 +187,12 @@ func (t *Tracker) Observe(ev JobEvent) {
 		if tj == nil {
 			tj = &trackedJob{job: ev.Job, repo: repoOf(ev.Job), state: state, seenAt: now, heardAt: now, until: now.Add(tombstoneTTL)}
 			t.jobs[ev.Job.ID] = tj
+			tj.heard(ev.Action, now)
 			break
 		}
 		tj.seenAt = now
+		tj.job.learn(ev.Job)
+		tj.heard(ev.Action, now)
 		t.heardOf(tj)
 		if tj.state == stateQueued {
 			if tj.routed {

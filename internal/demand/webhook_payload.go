@@ -21,6 +21,12 @@ type workflowJobPayload struct {
 		RunnerName   *string   `json:"runner_name"`
 		RunnerID     *int64    `json:"runner_id"`
 		CreatedAt    time.Time `json:"created_at"`
+		// For usage records (Job's Name … Conclusion).
+		Name        string     `json:"name"`
+		RunAttempt  int        `json:"run_attempt"`
+		StartedAt   *time.Time `json:"started_at"`
+		CompletedAt *time.Time `json:"completed_at"`
+		Conclusion  *string    `json:"conclusion"`
 	} `json:"workflow_job"`
 	Repository *struct {
 		Name     string `json:"name"`
@@ -79,6 +85,17 @@ func ParseWorkflowJob(body []byte) (JobEvent, error) {
 		Labels:    wj.Labels,
 		Workflow:  wj.WorkflowName,
 		CreatedAt: wj.CreatedAt,
+	}
+	ev.Job.Name, ev.Job.RunAttempt = wj.Name, wj.RunAttempt
+	if wj.StartedAt != nil && ev.Action != ActionQueued && ev.Action != ActionWaiting {
+		// A queued job's started_at is its created_at: not a start.
+		ev.Job.StartedAt = *wj.StartedAt
+	}
+	if wj.CompletedAt != nil {
+		ev.Job.CompletedAt = *wj.CompletedAt
+	}
+	if wj.Conclusion != nil {
+		ev.Job.Conclusion = *wj.Conclusion
 	}
 	if wj.RunnerName != nil {
 		ev.Job.RunnerName = *wj.RunnerName

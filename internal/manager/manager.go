@@ -100,6 +100,12 @@ type Options struct {
 	// RunnerNetworkPolicy, when set, is put in every namespace that holds RunnerPools
 	// (internal/controller/netpol); nil puts none.
 	RunnerNetworkPolicy *networkingv1.NetworkPolicy
+	// UsageRepositories is how many repositories get usage series of their own (the
+	// rest are "other"); default 100, negative: none. UsageWorkflows is how many
+	// (repository, workflow) pairs do; default 0: no workflow label. NoUsageEvents
+	// leaves out the RunnerUsage event of each runner (docs/usage.md).
+	UsageRepositories, UsageWorkflows int
+	NoUsageEvents                     bool
 	// Clock defaults to the real clock.
 	Clock clock.Clock
 	// SeveralPerProcess lets tests run more than one manager in a process (controller
@@ -135,6 +141,9 @@ func (o *Options) defaults() {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
+	if o.UsageRepositories == 0 {
+		o.UsageRepositories = DefaultUsageRepositories
+	}
 	if o.LeaseDuration == 0 {
 		o.LeaseDuration = DefaultLeaseDuration
 	}
@@ -148,6 +157,10 @@ func (o *Options) defaults() {
 		o.Identity, _ = os.Hostname()
 	}
 }
+
+// DefaultUsageRepositories is how many repositories get usage series of their own by
+// default: 17 series each per pool (docs/usage.md), about 1,700 for a pool.
+const DefaultUsageRepositories = 100
 
 // Leader election defaults: a standby takes over about 9 s after a leader dies without
 // releasing its lease (controller-runtime's 15s/10s/2s took about 17 s), while a leader
@@ -304,6 +317,7 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		Sources: sources, Failures: failures, Events: mgr.GetEventRecorder("gantry-runner"), Clock: clk,
 		FailedRetention: opts.FailedRunnerRetention, Warm: observations,
 		WatchedNamespaces: opts.Namespaces, HookNetworkPolicy: opts.RunnerNetworkPolicy, Nodes: nodeView,
+		Usage: runner.UsageOptions{Repositories: max(0, opts.UsageRepositories), Workflows: max(0, opts.UsageWorkflows), NoEvents: opts.NoUsageEvents},
 	}).SetupWithManager(mgr, opts.RunnerConcurrency); err != nil {
 		return nil, err
 	}

@@ -43,6 +43,8 @@ func TestLeastPrivilege(t *testing.T) {
 	// A cache: its volumes are created, claimed, released and, with the pool, deleted.
 	pool := w.pool("rbac").MinIdle(2).MaxRunners(10).Cache(testutil.CacheSpec("tools"), "/opt/hostedtoolcache").Obj()
 	pool.Spec.Recovery = v1alpha1.RecoverySpec{NodeLostTimeout: &metav1.Duration{Duration: 2 * time.Second}}
+	// Runner pods labeled with their job for cost tools: a pod patch per job.
+	pool.Spec.Usage = &v1alpha1.UsageSpec{PodLabels: true}
 	w.create(pool)
 	w.leader(60 * time.Second)
 	idle := func(n int32) func() bool {

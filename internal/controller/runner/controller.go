@@ -10,6 +10,7 @@
 //	rollout.go   the template hash a runner's pod was made from; outdated runners
 //	finalize.go  unregister from GitHub (a busy runner is kept), delete pod and Secret
 //	reap.go      exited runners' pods and Secrets deleted many runners a request
+//	usage.go     each runner's usage record (log line, event, metrics) when it ends
 //
 // ownwrites.go keeps a reconcile from acting on a cached Runner older than the
 // controller's own last write to it; unwritten.go remembers a new runner's registration
@@ -66,6 +67,8 @@ type Reconciler struct {
 	// HookNetworkPolicy is the runner NetworkPolicy (--runner-network-policy) put in each
 	// container hook namespace a runner gets (isolation Runner); nil: none.
 	HookNetworkPolicy *networkingv1.NetworkPolicy
+	// Usage says how runners' usage is recorded (usage.go).
+	Usage UsageOptions
 	// Nodes is the shared view of the nodes (a cache volume's node, cache.go); nil or
 	// disabled: every node is taken to be usable.
 	Nodes *nodes.View
@@ -80,6 +83,8 @@ type Reconciler struct {
 	anchors sync.Map
 	// unregistered: finalizing runners already removed from GitHub (finalize.go).
 	unregistered unregisteredRunners
+	// usage: what each runner's usage record needs until it is written (usage.go).
+	usage usageBook
 }
 
 // scope is one reconcile's working set.
@@ -101,6 +106,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		if apierrors.IsNotFound(err) {
 			r.writes.forget(req.NamespacedName)
 			r.forgetRegistration(req.NamespacedName)
+			r.usage.forget(req.NamespacedName)
 			if r.Tracker != nil {
 				r.Tracker.ForgetRunner(req.Name) // finalize leaves it till now
 			}
@@ -171,6 +177,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		r.leaseCaches,
 		r.claimHookSlot, // hookslot.go
 		r.ensurePod,
+		r.trackUsage,     // usage.go
 		r.containerHooks, // containermode.go
 		r.observe,
 	)

@@ -42,6 +42,7 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 	if e := r.unwritten.get(runner); e != nil {
 		e.applyTo(&runner.Status, runner.Name)
 	}
+	r.notePodUsage(ctx, runner) // usage.go
 	exited, err := r.podExited(ctx, runner)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -113,6 +114,7 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 	}
 	r.writes.finalized(runner, r.Clock.Now())
 	r.forgetRegistration(runnerKey(runner))
+	r.recordUsage(ctx, runner) // usage.go: once, the finalizer gone
 	return reconcile.Result{}, nil
 }
 

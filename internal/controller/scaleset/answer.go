@@ -15,6 +15,7 @@ type jobNews struct {
 	job        scaleset.JobMessageBase
 	runnerName string
 	runnerID   int
+	result     string // JobCompleted's
 }
 
 // How long answerJobs remembers a runner: one whose job completed is soon gone (its

@@ -355,7 +355,7 @@ func (l *poolListener) HandleJobStarted(_ context.Context, j *scaleset.JobStarte
 // HandleJobCompleted holds the news that a runner's job ended until the answer's count,
 // which then ends the runner's job, as a completed webhook would.
 func (l *poolListener) HandleJobCompleted(_ context.Context, j *scaleset.JobCompleted) error {
-	l.hold(jobNews{action: demand.ActionCompleted, job: j.JobMessageBase, runnerName: j.RunnerName, runnerID: j.RunnerID})
+	l.hold(jobNews{action: demand.ActionCompleted, job: j.JobMessageBase, runnerName: j.RunnerName, runnerID: j.RunnerID, result: j.Result})
 	return nil
 }
 
@@ -380,14 +380,49 @@ func (l *poolListener) observe(n jobNews) {
 		id = -j.RunnerRequestID // not a workflow job id: keep it apart from them
 	}
 	sc, _ := github.ParseURL(l.cfg.url)
-	l.m.Tracker.Observe(demand.JobEvent{
+	ev := demand.JobEvent{
 		Action: n.action,
 		Job: demand.Job{
 			ID: id, RunID: j.WorkflowRunID, Host: sc.Host, Owner: j.OwnerName, Repo: j.RepositoryName,
 			Labels: j.RequestLabels, RunnerName: n.runnerName, RunnerID: int64(n.runnerID), CreatedAt: j.QueueTime,
+			// For the runner's usage record: the runner's assignment is the job's start.
+			Name: j.JobDisplayName, Workflow: workflowOfRef(j.JobWorkflowRef), StartedAt: j.RunnerAssignTime,
+			Conclusion: conclusionOf(n.result),
 		},
 		ObservedAt: l.m.Clock.Now(),
-	})
+	}
+	if n.action == demand.ActionCompleted {
+		ev.Job.CompletedAt = j.FinishTime
+	}
+	l.m.Tracker.Observe(ev)
+}
+
+// workflowOfRef is the workflow of a job message's jobWorkflowRef,
+// "OWNER/REPO/.github/workflows/ci.yml@refs/heads/main": its file path,
+// ".github/workflows/ci.yml". The Actions service names no workflow, so a scale-set
+// pool's usage records name its file where a webhook pool's name its name.
+func workflowOfRef(ref string) string {
+	path, _, _ := strings.Cut(ref, "@")
+	if i := strings.Index(path, "/.github/"); i >= 0 {
+		return path[i+1:]
+	}
+	return path
+}
+
+// conclusionOf maps a JobCompleted result to the conclusion GitHub's REST API and
+// webhooks give the same job: the service says succeeded, failed and canceled
+// (actions/scaleset's JobCompleted.Result).
+func conclusionOf(result string) string {
+	switch r := strings.ToLower(result); r {
+	case "succeeded":
+		return "success"
+	case "failed":
+		return "failure"
+	case "canceled":
+		return "cancelled" //nolint:misspell // GitHub's spelling
+	default:
+		return r
+	}
 }
 
 // The listener's MetricsRecorder: the statistics go to the pool's status.

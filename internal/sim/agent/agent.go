@@ -69,11 +69,20 @@ const (
 	CauseNodeLost = "node-lost"
 	// CauseStopped: the agents were shut down at the end of a run.
 	CauseStopped = "stopped"
+	// CauseEvicted: a kubelet evicted the pod under node pressure (Kill).
+	CauseEvicted = "evicted"
+	// CauseOOMKilled: the kernel's OOM killer ended the runner container (Kill).
+	CauseOOMKilled = "oom-killed"
 )
 
+// killCause is why a runner process died before it finished: the cause of its context.
+type killCause string
+
+func (c killCause) Error() string { return string(c) }
+
 var (
-	errPodDeleted = errors.New(CausePodDeleted)
-	errNodeLost   = errors.New(CauseNodeLost)
+	errPodDeleted = killCause(CausePodDeleted)
+	errNodeLost   = killCause(CauseNodeLost)
 )
 
 // Event is something an agent saw, for reports.
@@ -124,6 +133,7 @@ type Agents struct {
 type agentState struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	pod    string
 	node   string
 	job    atomic.Int64 // the job it runs, 0 before it started one
 }
@@ -159,6 +169,36 @@ func (a *Agents) LoseNode(node string) (killed, busy int) {
 		}
 	}
 	return killed, busy
+}
+
+// Kill kills the runner process of pod at once, without a word to GitHub, as a
+// kubelet's hard eviction or the OOM killer does (SIGKILL); cause is CauseEvicted or
+// CauseOOMKilled. It returns the job the runner was running (0: none) and whether a
+// runner process of that pod was running.
+func (a *Agents) Kill(pod, cause string) (job int64, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, st := range a.running {
+		if st.pod == pod && st.ctx.Err() == nil {
+			job = st.job.Load()
+			st.cancel(killCause(cause))
+			return job, true
+		}
+	}
+	return 0, false
+}
+
+// Busy are the runner processes running a job now: the job of each, by pod name.
+func (a *Agents) Busy() map[string]int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[string]int64{}
+	for _, st := range a.running {
+		if job := st.job.Load(); job != 0 && st.ctx.Err() == nil {
+			out[st.pod] = job
+		}
+	}
+	return out
 }
 
 // Run watches runner pods until ctx ends, then waits for its agents to stop.
@@ -246,7 +286,7 @@ func (a *Agents) consider(ctx context.Context, p *corev1.Pod) {
 		return
 	}
 	actx, cancel := context.WithCancelCause(ctx)
-	st := &agentState{ctx: actx, cancel: cancel, node: p.Spec.NodeName}
+	st := &agentState{ctx: actx, cancel: cancel, pod: p.Name, node: p.Spec.NodeName}
 	a.running[p.UID] = st
 	a.events = append(a.events, Event{Pod: p.Name, Kind: EventRunning, At: time.Now(), Node: p.Spec.NodeName})
 	a.wg.Add(1)
@@ -256,8 +296,9 @@ func (a *Agents) consider(ctx context.Context, p *corev1.Pod) {
 		err := a.run(actx, p, st)
 		if actx.Err() != nil {
 			cause := CauseStopped
-			if c := context.Cause(actx); errors.Is(c, errPodDeleted) || errors.Is(c, errNodeLost) {
-				cause = c.Error()
+			var kc killCause
+			if errors.As(context.Cause(actx), &kc) {
+				cause = string(kc)
 			}
 			a.record(Event{Pod: p.Name, Kind: EventKilled, At: time.Now(), Job: st.job.Load(), Node: st.node, Cause: cause})
 			return
@@ -566,8 +607,10 @@ func (a *Agents) register(ctx context.Context, p *corev1.Pod, token string) (*ru
 }
 
 func (a *Agents) exit(ctx context.Context, p *corev1.Pod, code int) error {
-	a.record(Event{Pod: p.Name, Kind: EventExited, At: time.Now(), Node: p.Spec.NodeName})
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, cluster.AnnotationExitCode, fmt.Sprint(code))
+	at := time.Now()
+	a.record(Event{Pod: p.Name, Kind: EventExited, At: at, Node: p.Spec.NodeName})
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`,
+		cluster.AnnotationExitCode, fmt.Sprint(code), cluster.AnnotationExitedAt, at.UTC().Format(time.RFC3339Nano))
 	_, err := a.kube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -221,3 +221,35 @@ func TestLoseNode(t *testing.T) {
 		}
 	}
 }
+
+// Kill ends one runner process at once, as a kubelet's hard eviction or the OOM killer
+// does, without a word to GitHub; Busy lists the runners running a job until then.
+func TestKillABusyRunner(t *testing.T) {
+	w := newWorld(t, 0)
+	a := w.start(Options{})
+	job, err := w.sim.QueueJob(simgithub.JobSpec{Repo: "acme/app", Labels: []string{"self-hosted", "linux"}, Duration: simgithub.Duration(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.runnerPod("evicted", "node-a")
+	eventually(t, "the job to start", func() bool { return w.jobStatus(job.ID) == simgithub.StatusInProgress })
+	if got := a.Busy(); got["evicted"] != job.ID || len(got) != 1 {
+		t.Errorf("Busy = %v, want evicted running job %d", got, job.ID)
+	}
+	if got, ok := a.Kill("evicted", CauseEvicted); !ok || got != job.ID {
+		t.Fatalf("Kill = %d, %v; want job %d, true", got, ok, job.ID)
+	}
+	eventually(t, "the runner to be killed", func() bool { return killed(a, "evicted") != nil })
+	if e := killed(a, "evicted"); e.Cause != CauseEvicted || e.Job != job.ID {
+		t.Errorf("kill event %+v: want cause %s, job %d", e, CauseEvicted, job.ID)
+	}
+	if got := a.Busy(); len(got) != 0 {
+		t.Errorf("Busy after the kill = %v, want none", got)
+	}
+	if got := w.jobStatus(job.ID); got != simgithub.StatusInProgress {
+		t.Errorf("the killed runner's job is %s: the runner told GitHub, want it silent (in_progress)", got)
+	}
+	if _, ok := a.Kill("evicted", CauseOOMKilled); ok {
+		t.Error("a second Kill of a dead runner reported a running process")
+	}
+}

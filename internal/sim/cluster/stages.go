@@ -12,7 +12,13 @@ import (
 
 // AnnotationExitCode, set on a running runner pod by its simulated agent, makes kwok
 // terminate the runner container with that exit code: "0" → Succeeded, else Failed.
-const AnnotationExitCode = "sim.gantry.dev/exit-code"
+// AnnotationExitedAt, set with it, is when the runner process exited (RFC 3339): the
+// container's finishedAt, as a kubelet reports the runtime's exit time rather than when
+// it got to writing it (kwok's "now", seconds later on a loaded machine).
+const (
+	AnnotationExitCode = "sim.gantry.dev/exit-code"
+	AnnotationExitedAt = "sim.gantry.dev/exited-at"
+)
 
 // UnpullableRegistry is the simulated cluster's registry that never answers: a pod
 // with a container image under it (UNPULLABLE/name:tag) stays Pending, that container
@@ -46,6 +52,7 @@ spec:
     statusTemplate: |
       {{ $now := Now }}
       {{ $code := index .metadata.annotations "` + AnnotationExitCode + `" }}
+      {{ $exited := index .metadata.annotations "` + AnnotationExitedAt + `" }}
       containerStatuses:
       {{ range .spec.containers }}
       - image: {{ .image | Quote }}
@@ -56,7 +63,7 @@ spec:
         state:
           terminated:
             exitCode: {{ $code }}
-            finishedAt: {{ $now | Quote }}
+            finishedAt: {{ if $exited }}{{ $exited | Quote }}{{ else }}{{ $now | Quote }}{{ end }}
             reason: {{ if eq $code "0" }}Completed{{ else }}Error{{ end }}
             startedAt: {{ $now | Quote }}
       {{ end }}

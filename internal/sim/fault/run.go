@@ -53,6 +53,9 @@ type Targets struct {
 	Controller Controller
 	// Nodes receive node_lost steps.
 	Nodes Nodes
+	// Disruptions receive drain, consolidate, spot_reclaim, kubelet_eviction and
+	// oom_kill steps.
+	Disruptions Disruptions
 	// Log, if set, receives one line per step started and ended.
 	Log io.Writer
 }
@@ -90,6 +93,13 @@ type Injection struct {
 	Node           string `json:"node,omitempty"`
 	PodsOnNode     int    `json:"pods_on_node,omitempty"`
 	BusyPodsOnNode int    `json:"busy_pods_on_node,omitempty"`
+	// drain and consolidate (also Node and the pod counts): the runner pods a
+	// disruption budget held, and whether the drain's timeout came first. The drain
+	// ended at EndSeconds.
+	WaitedFor []string `json:"waited_for,omitempty"`
+	TimedOut  bool     `json:"timed_out,omitempty"`
+	// kubelet_eviction and oom_kill: the runner pods killed.
+	Pods []KilledPod `json:"pods,omitempty"`
 
 	// RecoverySeconds is filled in by whoever judges recovery (gantry sim run's
 	// report): from the step's end until the system caught up; nil if it never did.
@@ -174,10 +184,13 @@ func Run(ctx context.Context, s Schedule, start time.Time, t Targets) []Injectio
 	since := func() float64 { return round(time.Since(start).Seconds()) }
 
 	ended := map[int]bool{}
+	dis := &disrupter{t: t.Disruptions, logf: logf}
 	defer func() {
+		// Drains go on until they end, or until ctx does.
+		dis.wg.Wait()
 		// Steps cut short by the end of the run end now.
 		for i := range inj {
-			if inj[i].Injected && !ended[i] && s.Steps[i].Kind() != KindNodeLost {
+			if kind := s.Steps[i].Kind(); inj[i].Injected && !ended[i] && kind != KindNodeLost && !isDisruption(kind) {
 				inj[i].EndSeconds = since()
 				inj[i].Detail += " (cut short: the run ended)"
 			}
@@ -302,6 +315,11 @@ func Run(ctx context.Context, s Schedule, start time.Time, t Targets) []Injectio
 			in.Injected, in.Node, in.PodsOnNode, in.BusyPodsOnNode = true, node, pods, busy
 			in.Detail = fmt.Sprintf("node %s lost (%s) with %d runner pods, %d running a job", node, how, pods, busy)
 			logf("%s: %s", in.Name, in.Detail)
+
+		default:
+			if err := dis.play(ctx, st, in, since); err != nil {
+				fail(err)
+			}
 		}
 	}
 	return inj

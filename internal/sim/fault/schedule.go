@@ -66,6 +66,13 @@ type Step struct {
 	RateLimit      *RateLimit      `json:"rate_limit,omitempty"`
 	ControllerKill *ControllerKill `json:"controller_kill,omitempty"`
 	NodeLost       *NodeLost       `json:"node_lost,omitempty"`
+
+	// Disruptions of nodes and pods (disrupt.go).
+	Drain           *Drain       `json:"drain,omitempty"`
+	Consolidate     *Drain       `json:"consolidate,omitempty"`
+	SpotReclaim     *SpotReclaim `json:"spot_reclaim,omitempty"`
+	KubeletEviction *PodKill     `json:"kubelet_eviction,omitempty"`
+	OOMKill         *PodKill     `json:"oom_kill,omitempty"`
 }
 
 // WebhookDrop drops a share of workflow_job webhook deliveries: GitHub logs them as
@@ -138,6 +145,7 @@ func (s Step) Kind() string {
 	if s.NodeLost != nil {
 		kinds = append(kinds, KindNodeLost)
 	}
+	kinds = append(kinds, s.disruptionKinds()...)
 	if len(kinds) != 1 {
 		return ""
 	}
@@ -215,7 +223,15 @@ func (s Schedule) Validate() error {
 	for i, st := range s.Steps {
 		kind := st.Kind()
 		if kind == "" {
-			bad(i, st, "needs exactly one of webhook_drop, api_errors, rate_limit, controller_kill, node_lost")
+			bad(i, st, "needs exactly one of webhook_drop, api_errors, rate_limit, controller_kill, node_lost, "+
+				"drain, consolidate, spot_reclaim, kubelet_eviction, oom_kill")
+			continue
+		}
+		if isDisruption(kind) {
+			if st.At < 0 {
+				bad(i, st, "at must not be negative")
+			}
+			validateDisruption(st, func(format string, args ...any) { bad(i, st, format, args...) })
 			continue
 		}
 		if st.At < 0 {
@@ -289,7 +305,7 @@ func (s Schedule) Validate() error {
 	for _, i := range order {
 		st := s.Steps[i]
 		kind := st.Kind()
-		if kind == "" || kind == KindNodeLost {
+		if kind == "" || kind == KindNodeLost || isDisruption(kind) {
 			continue
 		}
 		if j, ok := lastOf[kind]; ok {

@@ -62,6 +62,8 @@ func (s *Sim) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.Jobs())
 	case "GET /runners":
 		writeJSON(w, http.StatusOK, s.Runners())
+	case "GET /runs":
+		writeJSON(w, http.StatusOK, s.Workflows().Runs())
 	case "GET /scale-sets":
 		writeJSON(w, http.StatusOK, s.ScaleSets())
 	case "POST /scale-sets/drop-session":

@@ -14,8 +14,15 @@ import (
 	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 )
 
-// QueueJob queues one job.
+// QueueJob queues one job. Without RunID it gets a run of its own; with RunID it is
+// added to that run's latest attempt. Needs are for QueueRun.
 func (s *Sim) QueueJob(spec JobSpec) (Job, error) {
+	if len(spec.Needs) > 0 {
+		return Job{}, errorf(http.StatusUnprocessableEntity, "needs are declared with the run's jobs: queue them with QueueRun")
+	}
+	if _, err := jobFromSpec(spec); err != nil {
+		return Job{}, err
+	}
 	s.lock()
 	defer s.unlock()
 	var wr *workflowRun
@@ -31,30 +38,35 @@ func (s *Sim) QueueJob(spec JobSpec) (Job, error) {
 		}
 		wr = s.newRunLocked(r, spec.Workflow, spec.Branch, spec.Actor)
 	}
-	j, err := s.newJobLocked(wr, spec)
-	if err != nil {
-		return Job{}, err
-	}
+	j := s.wf.addJobLocked(wr, spec)
 	s.enqueueLocked(j)
 	return jobView(j), nil
 }
 
-// QueueRun queues a workflow run with its jobs (and matrix).
+// QueueRun queues a workflow run with its jobs (and matrix): those that need no other
+// job at once, the others once their needs succeeded (Run.Waiting).
 func (s *Sim) QueueRun(spec RunSpec) (Run, error) {
 	if spec.Matrix < 0 || spec.Matrix > 256 {
 		return Run{}, errorf(http.StatusUnprocessableEntity, "a matrix has at most 256 jobs")
 	}
-	specs := slices.Clone(spec.Jobs)
+	nodes := make([]nodeSpec, 0, len(spec.Jobs)+spec.Matrix)
+	for _, js := range spec.Jobs {
+		nodes = append(nodes, nodeSpec{spec: js})
+	}
 	for i := range spec.Matrix {
 		js := spec.Template
 		name := js.Name
 		if name == "" {
 			name = "build"
 		}
-		js.Name = fmt.Sprintf("%s (%d)", name, i+1)
-		specs = append(specs, js)
+		group := js.Key
+		if group == "" {
+			group = name
+		}
+		js.Name, js.Key = fmt.Sprintf("%s (%d)", name, i+1), fmt.Sprintf("%s (%d)", group, i+1)
+		nodes = append(nodes, nodeSpec{spec: js, group: group})
 	}
-	if len(specs) == 0 {
+	if len(nodes) == 0 {
 		return Run{}, errorf(http.StatusUnprocessableEntity, "a run needs at least one job")
 	}
 	s.lock()
@@ -63,21 +75,20 @@ func (s *Sim) QueueRun(spec RunSpec) (Run, error) {
 	if r == nil {
 		return Run{}, errorf(http.StatusNotFound, "repository %q not found", spec.Repo)
 	}
+	g, err := newRunGraph(nodes)
+	if err != nil {
+		return Run{}, err
+	}
 	wr := s.newRunLocked(r, spec.Workflow, spec.Branch, spec.Actor)
-	jobs := make([]*job, 0, len(specs))
-	for _, js := range specs {
-		j, err := s.newJobLocked(wr, js)
-		if err != nil {
-			return Run{}, err
-		}
-		jobs = append(jobs, j)
-	}
+	queued := s.wf.startLocked(wr, g)
 	out := Run{ID: wr.id}
-	for _, j := range jobs {
-		s.enqueueLocked(j)
-	}
-	for _, j := range jobs {
+	for _, j := range queued {
 		out.Jobs = append(out.Jobs, jobView(j))
+	}
+	for _, n := range g.nodes {
+		if n.waiting {
+			out.Waiting = append(out.Waiting, n.key)
+		}
 	}
 	return out, nil
 }
@@ -98,12 +109,15 @@ func (s *Sim) newRunLocked(r *repo, workflow, branch, actor string) *workflowRun
 		path:       ".github/workflows/" + strings.ToLower(strings.ReplaceAll(workflow, " ", "-")) + ".yml",
 		workflowID: int64(len(workflow)) + 100, headBranch: branch, event: "push", actor: actor, created: now, updated: now}
 	wr.headSHA = fmt.Sprintf("%040x", wr.id)
+	wr.graph = &runGraph{run: wr, attempts: []*runAttempt{{number: 1, started: now}}}
 	r.runs = append(r.runs, wr)
 	s.st.runs[wr.id] = wr
 	return wr
 }
 
-func (s *Sim) newJobLocked(wr *workflowRun, spec JobSpec) (*job, error) {
+// jobFromSpec checks a job's spec and returns the job it describes, not yet part of
+// any run.
+func jobFromSpec(spec JobSpec) (*job, error) {
 	labels := spec.Labels
 	if len(labels) == 0 {
 		labels = []string{LabelSelfHosted}
@@ -126,19 +140,32 @@ func (s *Sim) newJobLocked(wr *workflowRun, spec JobSpec) (*job, error) {
 	if name == "" {
 		name = "build"
 	}
-	j := &job{id: s.st.newID(), run: wr, name: name, labels: slices.Clone(labels), lower: lower, labelKey: key,
+	return &job{name: name, labels: slices.Clone(labels), lower: lower, labelKey: key,
 		duration: time.Duration(spec.Duration), conclude: concl, container: spec.Container, services: maps.Clone(spec.Services),
-		status: StatusQueued, created: s.now()}
+		status: StatusQueued}, nil
+}
+
+// newJobLocked adds a job of spec, which jobFromSpec accepted, to run wr.
+func (s *Sim) newJobLocked(wr *workflowRun, spec JobSpec) *job {
+	j, err := jobFromSpec(spec)
+	if err != nil {
+		panic("newJobLocked: the spec was checked: " + err.Error())
+	}
+	j.id, j.run, j.created = s.st.newID(), wr, s.now()
 	wr.jobs = append(wr.jobs, j)
 	s.st.jobs[j.id] = j
 	s.st.jobOrder = append(s.st.jobOrder, j)
-	return j, nil
+	return j
 }
 
 func jobView(j *job) Job {
 	v := Job{ID: j.id, RunID: j.run.id, Repo: j.repo().fullName(), Name: j.name, Labels: slices.Clone(j.labels),
 		Status: j.status, Conclusion: j.conclusion, RunnerID: j.runnerID, RunnerName: j.runnerName,
-		Duration: Duration(j.duration), Container: j.container, Services: maps.Clone(j.services), QueuedAt: j.created, Timeline: slices.Clone(j.events)}
+		Duration: Duration(j.duration), Container: j.container, Services: maps.Clone(j.services), QueuedAt: j.created, Timeline: slices.Clone(j.events),
+		RunAttempt: j.attempt}
+	if j.node != nil {
+		v.Key = j.node.key
+	}
 	at := func(t time.Time) *time.Time {
 		if t.IsZero() {
 			return nil

@@ -176,6 +176,14 @@ type JobSpec struct {
 	Container string `json:"container,omitempty"`
 	// Services are the job's service containers (`services:`), name → image.
 	Services map[string]string `json:"services,omitempty"`
+	// Key is the job's ID in its workflow (jobs.<job_id>), which Needs name; default its
+	// Name. The copies of a matrix Template are keyed "<key> (i)", and a need naming the
+	// template's key waits for every copy.
+	Key string `json:"key,omitempty"`
+	// Needs are the keys of the jobs of the same run this job needs (jobs.<job_id>.needs,
+	// RunSpec only): it is queued once they all succeeded, and skipped when one failed
+	// or was skipped (rerun_state.go).
+	Needs []string `json:"needs,omitempty"`
 }
 
 // RunSpec queues a workflow run: its Jobs, plus Matrix copies of Template named
@@ -209,12 +217,18 @@ type Job struct {
 	StartedAt  *time.Time        `json:"started_at,omitempty"`
 	DoneAt     *time.Time        `json:"completed_at,omitempty"`
 	Timeline   []TimelineEvent   `json:"timeline"`
+	// Key is the job's ID in its workflow (JobSpec.Key), RunAttempt the attempt of the
+	// run it belongs to: a re-run job is a new Job of the same Key and a higher attempt.
+	Key        string `json:"key"`
+	RunAttempt int    `json:"run_attempt"`
 }
 
-// Run is a queued workflow run.
+// Run is a queued workflow run: the jobs queued at once, and the keys of those that wait
+// for the jobs they need (queued later, or skipped).
 type Run struct {
-	ID   int64 `json:"id"`
-	Jobs []Job `json:"jobs"`
+	ID      int64    `json:"id"`
+	Jobs    []Job    `json:"jobs"`
+	Waiting []string `json:"waiting,omitempty"`
 }
 
 // Runner is a registered runner as the simulator sees it.

@@ -174,6 +174,7 @@ func (s *Sim) enqueueLocked(j *job) {
 		j.events = append(j.events, TimelineEvent{Type: EventCompleted, Time: now})
 		j.run.updated = now
 		s.emitJobLocked(j, "completed")
+		s.wf.completedLocked(j)
 		return
 	}
 	for _, k := range jobScopes(j.repo()) {
@@ -278,9 +279,11 @@ func (s *Sim) completeJobLocked(r *runner, j *job, conclusion string) *apiError 
 	if r.ephemeral {
 		s.removeRunnerLocked(r)
 		s.st.actions.finished[r.id] = r.scope.key()
-		return nil
+	} else {
+		s.runnerAvailableLocked(r)
 	}
-	s.runnerAvailableLocked(r)
+	// The run's jobs that needed this one, queued once the runner is free to take one.
+	s.wf.completedLocked(j)
 	return nil
 }
 

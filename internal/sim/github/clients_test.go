@@ -97,7 +97,8 @@ func TestClientsEndToEnd(t *testing.T) {
 				t.Errorf("duplicate name: err = %v, want 422", err)
 			}
 
-			job := must(w.sim.QueueJob(JobSpec{Repo: "acme/app", Labels: []string{"self-hosted", "gpu"}, Duration: Duration(10 * time.Millisecond)}))
+			// The job lasts long enough for the delete below to find its runner still busy.
+			job := must(w.sim.QueueJob(JobSpec{Repo: "acme/app", Labels: []string{"self-hosted", "gpu"}, Duration: Duration(2 * time.Second)}))
 
 			agent, err := runnerapi.NewClientFromJITConfig(jit.GetEncodedJITConfig(), nil)
 			if err != nil {

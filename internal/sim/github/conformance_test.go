@@ -312,6 +312,32 @@ func TestConformance(t *testing.T) {
 	send("GET", "/repos/acme/app/actions/runs/999999999", inst, "")
 	send("GET", "/repos/acme/app/actions/jobs/"+itoa(run.Jobs[0].ID), inst, "")
 
+	// Re-runs: refused while the run runs, then a new attempt; its jobs and attempts.
+	pipe := w.pipeline(t)
+	pipePath := "/repos/acme/app/actions/runs/" + itoa(pipe.ID)
+	lint := w.playJob(t, "lint", ConclusionSuccess)
+	send("POST", "/repos/acme/app/actions/jobs/"+itoa(lint)+"/rerun", inst, "") // 403 running
+	send("POST", pipePath+"/rerun-failed-jobs", inst, "")                       // 403 running
+	send("POST", pipePath+"/rerun", inst, "")                                   // 403 running
+	w.playJob(t, "unit", ConclusionSuccess)
+	failed := w.playJob(t, "unit", ConclusionFailure) // build and deploy are skipped
+	send("POST", "/repos/acme/app/actions/jobs/"+itoa(failed)+"/rerun", inst, `{"enable_debug_logging":false}`)
+	send("POST", "/repos/acme/app/actions/jobs/999999999/rerun", inst, "") // 404
+	w.playJob(t, "unit", ConclusionSuccess)
+	w.playJob(t, "build", ConclusionFailure)
+	send("POST", pipePath+"/rerun-failed-jobs", inst, "")
+	w.playJob(t, "build", ConclusionSuccess)
+	w.playJob(t, "deploy", ConclusionSuccess)
+	send("POST", pipePath+"/rerun", inst, "")
+	send("GET", pipePath, inst, "")
+	send("GET", pipePath+"/jobs?filter=all&per_page=3", inst, "")
+	send("GET", pipePath+"/jobs?filter=latest", inst, "")
+	send("GET", pipePath+"/attempts/2", inst, "")
+	send("GET", pipePath+"/attempts/4", inst, "")
+	send("GET", pipePath+"/attempts/9", inst, "") // 404
+	send("GET", pipePath+"/attempts/3/jobs", inst, "")
+	send("GET", pipePath+"/attempts/0/jobs", pat, "") // 404
+
 	// The delivery log and redelivery, for org, repo and App hooks.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

@@ -260,7 +260,7 @@ func (st *state) jobJSON(u urls, j *job) map[string]any {
 		"id":                j.id,
 		"run_id":            j.run.id,
 		"run_url":           fmt.Sprintf("%s/actions/runs/%d", api, j.run.id),
-		"run_attempt":       1,
+		"run_attempt":       j.attempt,
 		"node_id":           nodeID("WorkflowJob", j.id),
 		"head_sha":          j.run.headSHA,
 		"url":               fmt.Sprintf("%s/actions/jobs/%d", api, j.id),
@@ -297,11 +297,27 @@ func nilIfEmpty(s string) any {
 	return s
 }
 
+// runJSON is the run as of its latest attempt.
 func (st *state) runJSON(u urls, wr *workflowRun) map[string]any {
+	return st.runAttemptJSON(u, wr, wr.graph.attempt())
+}
+
+// runAttemptJSON is the run as of its attempt n: its status then, when it started and
+// the attempt before it.
+func (st *state) runAttemptJSON(u urls, wr *workflowRun, n int) map[string]any {
 	r := wr.repo
 	api := fmt.Sprintf("%s/repos/%s/actions/runs/%d", u.api, r.fullName(), wr.id)
-	status, conclusion := wr.status()
+	status, conclusion := wr.graph.statusAt(n)
 	actor := userJSON(u, wr.actor, 1, "User")
+	attempt := wr.graph.attempts[n-1]
+	updated := wr.updated
+	if n < wr.graph.attempt() {
+		updated = attempt.done
+	}
+	var previous any
+	if n > 1 {
+		previous = fmt.Sprintf("%s/attempts/%d", api, n-1)
+	}
 	return map[string]any{
 		"id":                   wr.id,
 		"name":                 wr.name,
@@ -313,7 +329,7 @@ func (st *state) runJSON(u urls, wr *workflowRun) map[string]any {
 		"path":                 wr.path,
 		"display_title":        wr.name,
 		"run_number":           wr.number,
-		"run_attempt":          1,
+		"run_attempt":          n,
 		"event":                wr.event,
 		"status":               status,
 		"conclusion":           nilIfEmpty(conclusion),
@@ -322,8 +338,8 @@ func (st *state) runJSON(u urls, wr *workflowRun) map[string]any {
 		"html_url":             fmt.Sprintf("%s/%s/actions/runs/%d", u.html, r.fullName(), wr.id),
 		"pull_requests":        []any{},
 		"created_at":           ts(wr.created),
-		"updated_at":           ts(wr.updated),
-		"run_started_at":       ts(wr.created),
+		"updated_at":           ts(updated),
+		"run_started_at":       ts(attempt.started),
 		"actor":                actor,
 		"triggering_actor":     actor,
 		"jobs_url":             api + "/jobs",
@@ -332,7 +348,7 @@ func (st *state) runJSON(u urls, wr *workflowRun) map[string]any {
 		"artifacts_url":        api + "/artifacts",
 		"cancel_url":           api + "/cancel",
 		"rerun_url":            api + "/rerun",
-		"previous_attempt_url": nil,
+		"previous_attempt_url": previous,
 		"workflow_url":         fmt.Sprintf("%s/repos/%s/actions/workflows/%d", u.api, r.fullName(), wr.workflowID),
 		"head_commit":          nil,
 		"repository":           repoJSON(u, r, false),

@@ -146,6 +146,7 @@ func newRouter(s *Sim) *router {
 	rt.add(http.MethodGet, "/repos/{owner}/{repo}/actions/runs/{run_id}", authToken, repoScopes, lookup(s, scopeRepo, "run_id", runIn, s.hGetRun))
 	rt.add(http.MethodGet, "/repos/{owner}/{repo}/actions/runs/{run_id}/jobs", authToken, repoScopes, lookup(s, scopeRepo, "run_id", runIn, s.hListRunJobs))
 	rt.add(http.MethodGet, "/repos/{owner}/{repo}/actions/jobs/{job_id}", authToken, repoScopes, lookup(s, scopeRepo, "job_id", jobIn, s.hGetJob))
+	s.wf.addRoutes(rt)
 
 	orgHook := []string{"admin:org_hook"}
 	repoHook := []string{"admin:repo_hook", "repo"}

@@ -115,13 +115,14 @@ func (s *Sim) hGetRun(c *call, _ scopeRef, wr *workflowRun) *apiError {
 	return nil
 }
 
+// hListRunJobs lists a run's jobs: the latest execution of each (filter=latest, the
+// default), or every execution of every attempt (filter=all).
 func (s *Sim) hListRunJobs(c *call, _ scopeRef, wr *workflowRun) *apiError {
-	from, to := c.paginate(len(wr.jobs))
-	out := make([]map[string]any, 0, to-from)
-	for _, j := range wr.jobs[from:to] {
-		out = append(out, s.st.jobJSON(c.u, j))
+	jobs := wr.graph.latestJobs()
+	if c.r.URL.Query().Get("filter") == "all" {
+		jobs = wr.jobs
 	}
-	writeJSON(c.w, http.StatusOK, map[string]any{"total_count": len(wr.jobs), "jobs": out})
+	writeJobs(c, jobs)
 	return nil
 }
 

@@ -107,6 +107,9 @@ type Sim struct {
 	st     *state
 	outbox []*delivery
 
+	// wf is the re-run protocol (rerun_*.go), guarded by mu as well.
+	wf *Workflows
+
 	rl     *rateLimiter
 	faults *faultInjector
 	calls  callCounter
@@ -155,6 +158,7 @@ func New(opts Options) *Sim {
 	for _, p := range opts.PATs {
 		s.st.addPAT(p)
 	}
+	s.wf = &Workflows{s: s}
 	s.routes = newRouter(s)
 	s.svcRoutes = newActionsRouter(s)
 	s.hooks = newWebhookSender(s, opts)

@@ -335,7 +335,10 @@ type workflowRun struct {
 	actor      string
 	created    time.Time
 	updated    time.Time
-	jobs       []*job
+	// jobs are every execution of its jobs, of every attempt, in the order they were
+	// made; graph is its jobs' needs and its attempts (rerun_state.go).
+	jobs  []*job
+	graph *runGraph
 }
 
 // Job statuses and conclusions as GitHub spells them.
@@ -347,33 +350,15 @@ const (
 	ConclusionSuccess   = "success"
 	ConclusionFailure   = "failure"
 	ConclusionCancelled = "cancelled" //nolint:misspell // GitHub's spelling
+	// ConclusionSkipped is a job's that never ran: a job it needs failed or was
+	// skipped (rerun_state.go).
+	ConclusionSkipped = "skipped"
 )
 
+// status is the run's status and conclusion in its latest attempt, as GitHub
+// derives them from its jobs (runGraph.statusAt).
 func (wr *workflowRun) status() (status, conclusion string) {
-	done, started := 0, 0
-	conclusion = ConclusionSuccess
-	for _, j := range wr.jobs {
-		switch j.status {
-		case StatusCompleted:
-			done++
-			switch {
-			case j.conclusion == ConclusionFailure:
-				conclusion = ConclusionFailure
-			case j.conclusion == ConclusionCancelled && conclusion != ConclusionFailure:
-				conclusion = ConclusionCancelled
-			}
-		case StatusInProgress:
-			started++
-		}
-	}
-	switch {
-	case done == len(wr.jobs):
-		return StatusCompleted, conclusion
-	case started > 0 || done > 0:
-		return StatusInProgress, ""
-	default:
-		return StatusQueued, ""
-	}
+	return wr.graph.statusAt(wr.graph.attempt())
 }
 
 // job is one workflow job.
@@ -401,6 +386,10 @@ type job struct {
 	completed  time.Time
 	events     []TimelineEvent
 	ss         *ssJob // its life with a scale set; nil when none matched it
+	// node is the job of the run's workflow it executes, attempt the run attempt it
+	// belongs to (rerun_state.go).
+	node    *graphNode
+	attempt int
 }
 
 func (j *job) repo() *repo { return j.run.repo }

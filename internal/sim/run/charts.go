@@ -17,6 +17,7 @@ type chart struct {
 	XTicks, YTicks []tick
 	Lines          []chartLine
 	Paths          []chartPath
+	Areas          []chartArea // filled, drawn first: a stacked area chart's layers
 	Marks          []chartMark
 	Legend         []legendItem
 	Note           string
@@ -60,6 +61,13 @@ type chartPath struct {
 	Class string
 	D     string
 	Width float64
+}
+
+// chartArea is a filled polygon.
+type chartArea struct {
+	Class  string
+	Points string
+	Title  string
 }
 
 type chartMark struct {

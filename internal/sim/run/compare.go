@@ -81,6 +81,15 @@ type Figures struct {
 	RunnerPodStartP99   *float64 `json:"runner_pod_start_p99,omitempty"`
 	ContainerJobsSlow   *int     `json:"container_jobs_failed_slow,omitempty"`
 	HookWritesPerJob    *float64 `json:"hook_writes_per_job,omitempty"`
+	// Disruptions (report.json's disruptions): busy runners a drain or consolidation
+	// killed, jobs the infrastructure killed that did not end green on one re-run, jobs
+	// re-run twice, failures of the jobs' own re-run, and the longest a drain went on
+	// after the last job on its node.
+	VoluntaryKills       *int     `json:"busy_runners_killed_by_voluntary_disruption,omitempty"`
+	KilledNotRerunGreen  *int     `json:"jobs_killed_not_green_on_rerun,omitempty"`
+	JobsRerunTwice       *int     `json:"jobs_rerun_twice,omitempty"`
+	OwnFailuresRerun     *int     `json:"jobs_failed_on_their_own_rerun,omitempty"`
+	DrainAfterLastJobMax *float64 `json:"drain_after_last_job_max,omitempty"`
 	// Conditions, not compared: the pool's demand source (absent: Webhook, the only
 	// one before), when, on how many CPUs, under what load (1-minute average at the
 	// start and the end of the run).
@@ -144,6 +153,16 @@ func FiguresOf(r *Report) Figures {
 		slow := len(c.JobsFailed) - c.JobsFailedFast
 		f.WorkflowPodStartP99, f.RunnerPodStartP99 = val(c.WorkflowPodStart.P99), val(c.RunnerPodStart.P99)
 		f.ContainerJobsSlow, f.HookWritesPerJob = &slow, val(c.HookWritesPerJob)
+	}
+	if d := r.Disruptions; d != nil {
+		f.VoluntaryKills, f.JobsRerunTwice, f.OwnFailuresRerun = &d.BusyRunnersKilledVoluntarily, &d.JobsRerunTwice, &d.JobsFailedOnTheirOwnRerun
+		notGreen := d.JobsKilledTotal - d.JobsRerunGreen
+		f.KilledNotRerunGreen = &notGreen
+		worst := 0.0
+		for _, dr := range d.Drains {
+			worst = max(worst, dr.OverSeconds)
+		}
+		f.DrainAfterLastJobMax = &worst
 	}
 	if s := r.Sessions; s != nil {
 		f.SessionsOpenSeconds = val(-1)
@@ -239,6 +258,11 @@ var figures = []figure{
 	{name: "runner pod start p99 (s)", value: func(f Figures) *float64 { return f.RunnerPodStartP99 }},
 	{name: "container jobs failed slow", value: func(f Figures) *float64 { return intPtr(f.ContainerJobsSlow) }},
 	{name: "hook writes per job", value: func(f Figures) *float64 { return f.HookWritesPerJob }},
+	{name: "busy runners killed by a drain", value: func(f Figures) *float64 { return intPtr(f.VoluntaryKills) }},
+	{name: "killed jobs not green on one re-run", value: func(f Figures) *float64 { return intPtr(f.KilledNotRerunGreen) }},
+	{name: "jobs re-run twice", value: func(f Figures) *float64 { return intPtr(f.JobsRerunTwice) }},
+	{name: "own failures re-run", value: func(f Figures) *float64 { return intPtr(f.OwnFailuresRerun) }},
+	{name: "drain after its last job, worst (s)", value: func(f Figures) *float64 { return f.DrainAfterLastJobMax }},
 }
 
 // constFloor is a floor known by construction, in a run that measured the floor: the

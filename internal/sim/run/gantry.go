@@ -10,6 +10,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/sim/fault"
+	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 )
 
 // runGantry runs the scenario's workload through Gantry — the sampler, the fault
@@ -37,6 +38,9 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 	}
 	if sc.WarmHistory != nil {
 		waitWarm(ctx, w.cl.Client, names, warmHistoryWait, out)
+	}
+	if sc.Pipeline != nil && sc.MinIdle > 0 {
+		waitMinIdle(ctx, w.cl.Client, names, sc.MinIdle, warmHistoryWait, out)
 	}
 	if sc.Idle > 0 {
 		probe := idleProbe{sim: w.sim, pid: w.ctrl.pid, metricsURL: w.ctrl.metricsURL}
@@ -80,7 +84,7 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 		go func() {
 			defer close(faultsDone)
 			injections = fault.Run(fctx, sched, start, fault.Targets{
-				GitHub: w.sim, Controller: w.ctrl, Nodes: simNodes{cl: w.cl, agents: w.agents}, Log: out,
+				GitHub: w.sim, Controller: w.ctrl, Nodes: simNodes{cl: w.cl, agents: w.agents}, Disruptions: w.disruptor, Log: out,
 			})
 		}()
 	} else {
@@ -90,7 +94,15 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 	if err != nil {
 		return reportInputs{}, err
 	}
-	jobs, finished, lastDone := waitJobs(ctx, w.sim, 0, len(queued), start.Add(sc.Timeout))
+	var jobs []simgithub.Job
+	var finished bool
+	var lastDone time.Time
+	if p := sc.Pipeline; p != nil {
+		// Runs whose job the infrastructure killed complete, and may then be re-run.
+		jobs, finished, lastDone = waitRuns(ctx, w.sim, p.Runs, sc.rerunSettle(), start.Add(sc.Timeout))
+	} else {
+		jobs, finished, lastDone = waitJobs(ctx, w.sim, 0, len(queued), start.Add(sc.Timeout))
+	}
 	// The schedule ends with the workload at the latest; a step still ahead is
 	// reported as not injected.
 	stopFaults()
@@ -105,6 +117,11 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 		// The history keeps the pool warm to the end of the hour: report-only from here,
 		// so that it drains.
 		if err := stopWarm(ctx, w.cl.Client, names); err != nil {
+			return reportInputs{}, err
+		}
+	}
+	if sc.Pipeline != nil && sc.MinIdle > 0 {
+		if err := stopMinIdle(ctx, w.cl.Client, names, out); err != nil {
 			return reportInputs{}, err
 		}
 	}
@@ -149,10 +166,18 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 	if sc.Fleet != nil {
 		in.platforms = poolPlatforms(ctx, w.cl.Client)
 	}
+	in.disruptions.drains, in.disruptions.reclaims, in.disruptions.kills = w.disruptor.records()
+	in.disruptions.runs = w.sim.Workflows().Runs()
 	in.controller = w.ctrl.stop()
 	if in.controller.Processes > 0 {
 		in.cpu["gantry controller"] = round1(in.controller.CPUSeconds) // every process, killed ones too
 	}
+	// Who used the pool: the controller's log, and its events as `gantry usage` reads them.
+	in.usage.records, in.usage.err = readUsageLog(w.ctrl.logPath)
+	if in.usage.err == nil && len(in.usage.records) == 0 && len(jobs) > 0 {
+		in.usage.err = fmt.Errorf("the controller logged no usage record (%s)", w.ctrl.logPath)
+	}
+	in.usage.events, in.usage.eventErr = readUsageEvents(ctx, w.cl.Client, start, w.ctrl.opts.OutDir)
 	in.audit, in.auditErr = readAudit(w.cl.AuditLog)
 	in.end = time.Now()
 	return in, nil

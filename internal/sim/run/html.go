@@ -19,6 +19,8 @@ type htmlView struct {
 	Unjudged []Target
 	// TimelineNote says why a timeline is missing.
 	TimelineNote string
+	// UsageChart is who used the pool over time (usage.go), when the run has usage.
+	UsageChart *chart
 }
 
 // latencyRow is a percentile of Gantry's latencies beside the floor's.
@@ -73,6 +75,7 @@ func (r *Report) view() htmlView {
 			GantryReaction: row.gr, FloorReaction: row.fr, ReactionRatio: row.rr,
 		})
 	}
+	v.UsageChart = usageChart(r.Usage)
 	v.Verdicts = Judge(r.Scenario, FiguresOf(r), nil)
 	v.Unjudged = unjudged(r.Scenario, nil)
 	return v
@@ -99,6 +102,7 @@ polyline{fill:none;stroke-width:2}path{fill:none;shape-rendering:crispEdges}
 .tw{stroke:#f0ad4e;color:#f0ad4e}.ts{stroke:#9b59b6;color:#9b59b6}.ti{stroke:#5bc0de;color:#5bc0de}.tr{stroke:#5cb85c;color:#5cb85c}
 rect.f{fill:#f0ad4e;opacity:.25}.f{color:#f0ad4e}
 .legend span{margin-right:1.5em}.legend .lt{color:#222;margin:0}
+polygon{stroke:none}.a0{fill:#4e79a7;color:#4e79a7}.a1{fill:#f28e2b;color:#f28e2b}.a2{fill:#e15759;color:#e15759}.a3{fill:#76b7b2;color:#76b7b2}.a4{fill:#59a14f;color:#59a14f}.a5{fill:#edc948;color:#edc948}.a6{fill:#b07aa1;color:#b07aa1}.ao{fill:#bab0ac;color:#bab0ac}.an{fill:#d7dde3;color:#b8c2cc}
 </style></head><body>
 <h1>Gantry sim — {{.Scenario}}</h1>
 <p>{{.Description}}</p>
@@ -150,6 +154,7 @@ floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared m
 {{end}}{{range .Unjudged}}<tr><td>{{.Figure}}</td><td class="n">—</td><td>≤ {{.Max}}× {{.Of}}'s in the same bench run</td><td>judged by <code>gantry sim compare</code> beside {{.Of}}'s report</td></tr>
 {{end}}</table>{{end}}
 {{range .Charts}}{{template "chart" .}}{{end}}{{with .TimelineNote}}<p>{{.}}</p>{{end}}
+{{template "usage" .}}
 <h2>Figures</h2>
 <table>
 <tr><th>jobs</th><td>{{.JobsTotal}} ({{.JobsNeverPickedUp}} never picked up, {{.JobsUnfinished}} unfinished, {{.JobsFailed}} failed; finished: {{.Finished}})</td></tr>
@@ -187,6 +192,7 @@ floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared m
 {{if .JobsFailed}}<table><tr><th>job</th><th>image</th><th>runner</th><th>ended after (s)</th><th>reason</th></tr>
 {{range .JobsFailed}}<tr><td>{{.Job}}</td><td class="nw"><code>{{.Image}}</code></td><td class="nw">{{.Runner}}</td><td class="n">{{.Seconds}}</td><td>{{.Reason}}</td></tr>
 {{end}}</table>{{end}}{{end}}
+{{with .Disruptions}}{{template "disruptions" .}}{{end}}
 {{with .Caches}}<h2>Cache</h2>
 <p>{{if .Enabled}}The pool's cache{{else}}<strong>No cache</strong>: the same jobs, every setup cold{{end}}. Rates over the {{.Jobs}} jobs queued after the first {{.WarmUpSeconds}} s (the warm-up).</p>
 <table>
@@ -213,6 +219,7 @@ floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared m
 <g transform="translate({{.Left}},{{.Top}})">
 {{range .XTicks}}<line class="grid" x1="{{printf "%.1f" .Pos}}" y1="0" x2="{{printf "%.1f" .Pos}}" y2="{{$.H}}"/>{{end}}
 {{range .YTicks}}<line class="grid" x1="0" y1="{{printf "%.1f" .Pos}}" x2="{{$.W}}" y2="{{printf "%.1f" .Pos}}"/>{{end}}
+{{range .Areas}}<polygon class="{{.Class}}" points="{{.Points}}"><title>{{.Title}}</title></polygon>{{end}}
 {{range .Marks}}<rect class="f" x="{{printf "%.1f" .X}}" y="0" width="{{printf "%.1f" .W}}" height="{{$.H}}"><title>{{.Label}}</title></rect>{{end}}
 {{range .Paths}}<path class="{{.Class}}" stroke-width="{{printf "%.2f" .Width}}" d="{{.D}}"/>{{end}}
 {{range .Lines}}<polyline class="{{.Class}}" points="{{.Points}}"/>{{end}}

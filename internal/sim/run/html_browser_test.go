@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/gantry-dev/gantry/internal/sim/agent"
 	"github.com/gantry-dev/gantry/internal/sim/fault"
 )
 
@@ -44,8 +45,9 @@ func browserReport() *Report {
 	}
 	sc := Scenarios["burst"]
 	sc.Faults = &fault.Schedule{}
+	u := browserUsage(gEvents)
 	r := buildReport(sc, reportInputs{
-		start: t0, jobs: gJobs, events: gEvents, samples: samples, finished: true, drained: true,
+		start: t0, jobs: gJobs, events: append(gEvents, u.exits...), samples: samples, finished: true, drained: true, usage: u.usageInputs,
 		controller:  Controller{CPUSeconds: 6.4, PeakRSSBytes: 80 << 20, Processes: 1, KubeAPIRequests: map[string]int64{"GET": 40, "POST": 1500}},
 		injections:  []fault.Injection{{Name: "webhooks dropped", Kind: fault.KindWebhookDrop, Injected: true, StartSeconds: 3, EndSeconds: 8}},
 		audit:       kubeAudit{requests: map[string]int64{"create pods": 500, "create secrets": 500, "patch runners/status": 2000}},
@@ -58,11 +60,43 @@ func browserReport() *Report {
 	return r
 }
 
+// browserUsage is a usage record for each runner pod of events: its repository one of
+// five of an organization, the busiest first, and every tenth runner without a job.
+func browserUsage(events []agent.Event) browserUsageInputs {
+	repos := []string{"acme/web", "acme/web", "acme/web", "acme/api", "acme/api", "acme/mobile", "acme/infra", "acme/docs", "acme/web", ""}
+	var in browserUsageInputs
+	for i, e := range events {
+		if e.Kind != agent.EventCreated {
+			continue
+		}
+		repo, workflow := repos[i%len(repos)], "CI"
+		if repo == "" {
+			workflow = ""
+		}
+		r := usageRec(e.Pod, repo, workflow, e.At.Sub(t0).Seconds(), e.At.Sub(t0).Seconds()+12)
+		// The agents saw the runner exit half a second before the record's end.
+		in.exits = append(in.exits, agent.Event{Pod: e.Pod, Kind: agent.EventExited, At: r.EndedAt.Add(-500 * time.Millisecond)})
+		if repo != "" {
+			q := float64(i%7) / 2
+			r.QueueSeconds = &q
+		}
+		in.records = append(in.records, r)
+	}
+	in.events = len(in.records)
+	return in
+}
+
+// browserUsageInputs are a report's usage inputs and the agents' exits they imply.
+type browserUsageInputs struct {
+	usageInputs
+	exits []agent.Event
+}
+
 // TestReportRendersInChromium opens report.html in headless Chromium: it must render
-// its four charts (queued and runners over time, the pickup distribution, Gantry's and
-// the floor's timelines) with no console error, exception or failed load, and its
-// screenshot must show Gantry's and the floor's colors. GANTRY_REPORT_SCREENSHOT=FILE
-// keeps the screenshot.
+// its five charts (queued and runners over time, the pickup distribution, Gantry's and
+// the floor's timelines, who used the pool) with no console error, exception or failed
+// load, and its screenshot must show Gantry's and the floor's colors and the usage
+// chart's. GANTRY_REPORT_SCREENSHOT=FILE keeps the screenshot.
 func TestReportRendersInChromium(t *testing.T) {
 	bin := chromium()
 	if bin == "" {
@@ -134,10 +168,12 @@ func TestReportRendersInChromium(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("the page reported: %s", p)
 	}
-	if charts != 4 {
-		t.Errorf("%d charts rendered, want 4", charts)
+	if charts != 5 {
+		t.Errorf("%d charts rendered, want 5", charts)
 	}
 	for _, want := range []string{"Gantry beside the floor", "pickup latency distribution", "per-job timeline: Gantry", "per-job timeline: floor",
+		"Who used the pool", "who used the pool: runner pods alive by repository", "acme/web", "no job (runners idle, retired or failed before one)",
+		"The records differ from it by +4.35 %.",
 		"pickup latency: job queued → started by a runner (s)", "jobs picked up (%)", "Targets", "MISSED",
 		"Watchers the kube-apiserver cut for falling behind (a control plane short of CPU): 51 during Gantry's run, 3 during the floor's.",
 		"Controller CPU per job: Gantry's 12.8 ms, the floor's 0.40 ms (the oracle's own process, start-up included), ratio 32.00."} {
@@ -191,6 +227,10 @@ func checkColors(t *testing.T, b []byte) {
 	if gantry < 200 || floor < 100 {
 		t.Errorf("screenshot %dx%d has %d pixels of Gantry's color and %d of the floor's: the charts were not painted",
 			bounds.Dx(), bounds.Dy(), gantry, floor)
+	}
+	// The usage chart's busiest repository (a0) and its runners without a job (an).
+	if top, none := count[[3]uint32{0x4e, 0x79, 0xa7}], count[[3]uint32{0xd7, 0xdd, 0xe3}]; top < 2000 || none < 100 {
+		t.Errorf("screenshot has %d pixels of the busiest repository's color and %d of the runners without a job: the usage chart was not painted", top, none)
 	}
 	if bounds.Dy() < 1500 {
 		t.Errorf("screenshot is %d pixels high: the page is shorter than its charts", bounds.Dy())

@@ -35,9 +35,11 @@ import (
 // Version 10 added kube_api.collector_deletes, kube_api.collector_deletes_per_job,
 // kube_api.all_writes_per_job and kube_api_writes_per_job_with_collector.
 // Version 11 added container_jobs and leftover.workflow_pods and leftover.hook_secrets.
-// Version 12 added fleet, sessions.seconds_from_start, kube_api.startup_writes and
+// Version 12 added disruptions, and left jobs skipped (a job they needed failed) out of
+// pickups and jobs never picked up. Version 13 added usage. Version 14 added fleet,
+// sessions.seconds_from_start, kube_api.startup_writes and
 // kube_api.workload_writes_per_job.
-const SchemaVersion = 12
+const SchemaVersion = 14
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -90,7 +92,8 @@ type BusyRunnerKill struct {
 	Job  int64   `json:"job"`
 	Node string  `json:"node"`
 	T    float64 `json:"t"`
-	// Cause is pod-deleted (counted in busy_runners_killed), node-lost (a fault) or
+	// Cause is pod-deleted (counted in busy_runners_killed), node-lost (a fault),
+	// evicted or oom-killed (a fault's kubelet eviction or OOM kill: disruptions) or
 	// workflow-pod-failed (Gantry ended the runner: its job's workflow pod could not
 	// start).
 	Cause string `json:"cause"`
@@ -189,6 +192,11 @@ type Report struct {
 	ContainerJobs *ContainerJobsReport `json:"container_jobs,omitempty"`
 	// Fleet: a fleet of pools phase by phase (Scenario.Fleet).
 	Fleet *FleetReport `json:"fleet,omitempty"`
+	// Disruptions: what drains, reclaims and evictions did to the jobs
+	// (report_disruptions.go).
+	Disruptions *DisruptionsReport `json:"disruptions,omitempty"`
+	// Usage: who used the pool, from the controller's usage records (usage.go).
+	Usage *UsageReport `json:"usage,omitempty"`
 	// Warm: pickup and its cost after a predictive pool's warm-up (spec.warm, steady
 	// arrivals only).
 	Warm               *WarmReport  `json:"warm,omitempty"`
@@ -205,10 +213,10 @@ type Report struct {
 // Clean reports whether the run ended as it should: every job finished and none was
 // lost, nothing left over, no busy runner killed, every pool's scale-set session open
 // when the run waited for them, at the end of an idle window and after a fleet's
-// restart (and named in the pools' statuses), and the cache's promises kept
-// (CacheReport.Clean).
+// restart (and named in the pools' statuses), the cache's promises kept
+// (CacheReport.Clean), and the disruptions' (DisruptionsReport.Clean).
 func (r *Report) Clean() bool {
-	return r.Caches.Clean() && r.Finished && r.JobsNeverPickedUp == 0 && r.JobsUnfinished == 0 && r.Leftover.Total() == 0 && r.BusyRunnersKilled == 0 &&
+	return r.Caches.Clean() && r.Disruptions.Clean() && r.Finished && r.JobsNeverPickedUp == 0 && r.JobsUnfinished == 0 && r.Leftover.Total() == 0 && r.BusyRunnersKilled == 0 &&
 		(r.Sessions == nil || r.Sessions.Open == r.Sessions.Pools) &&
 		(r.Fleet == nil || r.Fleet.Restart == nil || (r.Fleet.Restart.Open == r.Fleet.Restart.Pools && r.Fleet.Restart.StatusSeconds != nil)) &&
 		(r.Idle == nil || r.DemandSource != v1alpha1.DemandSourceScaleSet || r.Idle.SessionsOpen == r.Idle.Pools)
@@ -241,6 +249,8 @@ type reportInputs struct {
 	restart                *RestartReport
 	platforms              map[string]int // a fleet's pools by platform
 	launched               time.Time      // the first controller process started
+	disruptions            disruptionInputs
+	usage                  usageInputs
 }
 
 func buildReport(sc Scenario, in reportInputs) *Report {
@@ -278,6 +288,14 @@ func buildReport(sc Scenario, in reportInputs) *Report {
 	}
 	r.ContainerJobs = containerJobsReport(sc, in.jobs, in.events, in.runnerFailures, r.KubeWritesPerJob)
 	r.Fleet = fleetReport(sc, in, r)
+	if r.Disruptions = disruptionsReport(sc, in); r.Disruptions != nil {
+		// A runner deleted at the pool's bound of a drain's wait is the bound's, by
+		// design: its job is the infrastructure's to re-run, not a busy runner killed.
+		r.BusyRunnersKilled -= r.Disruptions.BusyRunnersKilledAtDrainBound
+	}
+	if len(in.usage.records) > 0 || in.usage.err != nil {
+		r.Usage = usageReport(in.usage, in.events, start)
+	}
 	if sc.Trace != nil {
 		r.Trace = traceReport(sc)
 	}
@@ -307,6 +325,9 @@ func (r *Report) countJobs(jobs []simgithub.Job, queued []queuedJob) (failedRunn
 		expected[q.id] = q.conclusion
 	}
 	for _, j := range jobs {
+		if j.Conclusion == simgithub.ConclusionSkipped {
+			continue // a job it needed failed: GitHub never queued it
+		}
 		if j.StartedAt == nil {
 			r.JobsNeverPickedUp++
 			continue
@@ -338,6 +359,9 @@ func (r *Report) countJobs(jobs []simgithub.Job, queued []queuedJob) (failedRunn
 func latencies(jobs []simgithub.Job, events []agent.Event, start time.Time) (pickups, reactions []float64) {
 	var queuedAt, created []float64
 	for _, j := range jobs {
+		if j.Conclusion == simgithub.ConclusionSkipped {
+			continue // never queued: a job it needed failed
+		}
 		queuedAt = append(queuedAt, j.QueuedAt.Sub(start).Seconds())
 		if j.StartedAt != nil {
 			pickups = append(pickups, j.StartedAt.Sub(j.QueuedAt).Seconds())
@@ -427,7 +451,7 @@ func (r *Report) countKills(events []agent.Event, injections []fault.Injection, 
 			lostWithNode++
 			continue
 		}
-		if k.Cause == causeWorkflowPodFailed {
+		if k.Cause == causeWorkflowPodFailed || e.Cause == agent.CauseEvicted || e.Cause == agent.CauseOOMKilled {
 			continue
 		}
 		r.BusyRunnersKilled++

@@ -105,6 +105,15 @@ type Scenario struct {
 	// each job's drawn at random (seeded apart from the arrivals, so that a scenario and
 	// its variants queue the same jobs); default 1: acme/app.
 	Repos int `json:"repos,omitempty"`
+	// Org, when set, is the organization steady jobs come from instead: repositories
+	// and workflows drawn by weight (org.go), for the report's usage.
+	Org *Org `json:"org,omitempty"`
+	// RunnerRequests are the runner container's resource requests (default none): what
+	// the usage records count as requested CPU and memory.
+	RunnerRequests corev1.ResourceList `json:"runner_requests,omitempty"`
+	// PodLabels is the pool's spec.usage.podLabels: runner pods labeled with their
+	// job's repository and workflow, one pod patch per job (WithPodLabels).
+	PodLabels bool `json:"pod_labels,omitempty"`
 	// Cache, when set, is the pool's one cache (spec.caches), mounted by the runner
 	// container at /cache; a template without a storageClassName gets the simulated
 	// cluster's local volumes (cluster.StorageClass). After the workload the pool is
@@ -123,6 +132,15 @@ type Scenario struct {
 	// Fleet makes the pools a fleet of both demand sources, several credentials and
 	// architectures, with the controller restarted before the workload (fleet.go).
 	Fleet *FleetSpec `json:"fleet,omitempty"`
+	// Pipeline, when set, is the workload instead of a burst or steady arrivals: runs
+	// of jobs that need others (pipeline.go). The run then waits until every run has
+	// completed and nothing changed for RerunSettle (default 1m): a run a disruption
+	// left red may yet be re-run.
+	Pipeline    *Pipeline     `json:"pipeline,omitempty"`
+	RerunSettle time.Duration `json:"rerun_settle,omitempty"`
+	// Disruption is the pool's spec.disruption: how long a busy runner holds up a
+	// drain, and whether jobs killed by the infrastructure are re-run.
+	Disruption *v1alpha1.DisruptionSpec `json:"disruption,omitempty"`
 
 	// ContainerJobs, when set, puts the pool in Kubernetes mode (spec.containerMode) and
 	// gives every burst or steady job a job container and services.
@@ -227,8 +245,9 @@ var Scenarios = withScaleSetVariants(map[string]Scenario{
 		PodStartDelay: time.Second, RateLimits: simgithub.RateLimits{}, RunnerLostTimeout: time.Minute, Timeout: 15 * time.Minute,
 	},
 	"steady": {
-		Name: "steady", Description: "Poisson arrivals, 5 jobs/s for a minute, 20 s jobs",
+		Name: "steady", Description: "Poisson arrivals, 5 jobs/s for a minute, 20 s jobs on average, from 8 repositories and 13 workflows of an organization; runner pods request 1 CPU and 2 GiB",
 		Rate: 5, Steady: time.Minute, JobDuration: 20 * time.Second, MaxRunners: 300, Nodes: 10,
+		Org: AcmeOrg, RunnerRequests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("2Gi")},
 		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
 	},
 	"steady-warm-history": {
@@ -279,9 +298,12 @@ var Scenarios = withScaleSetVariants(map[string]Scenario{
 		Burst: 500, JobDuration: 10 * time.Second, MaxRunners: 20, Nodes: 10,
 		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
 	},
-	"fleet":     fleetScenario,
-	"cache":     cacheScenario,
-	"cache-off": withoutCache(cacheScenario),
+	"fleet":                fleetScenario,
+	"cache":                cacheScenario,
+	"cache-off":            withoutCache(cacheScenario),
+	"disruptions":          disruptionsScenario,
+	"disruptions-no-rerun": withoutRerun(disruptionsScenario),
+	"disruptions-short":    shortDisruptions(disruptionsScenario),
 	"container-jobs": {
 		Name: "container-jobs", Description: "a burst of 60 container jobs (container node:22, service postgres:17), 10 s each, on a pool in Kubernetes mode (workflow pods in ci-jobs); every 12th job's image never pulls (prepareJobTimeout 2m, imagePullGracePeriod 15s, failed runners kept 20 s)",
 		Burst: 60, JobDuration: 10 * time.Second, MaxRunners: 100, Nodes: 6,
@@ -292,7 +314,7 @@ var Scenarios = withScaleSetVariants(map[string]Scenario{
 		FailedRunnerRetention: 20 * time.Second,
 		PodStartDelay:         time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
 	},
-}, "burst", "steady")
+}, "burst", "steady", "disruptions")
 
 // withScaleSetVariants adds to scenarios the ScaleSet variant of each of names, derived
 // rather than written out so that a variant and its scenario cannot drift apart.
@@ -391,8 +413,16 @@ func (s Scenario) Validate() error {
 	if h := s.WarmHistory; h != nil && (s.Warm == nil || s.Warm.Predictive == nil || h.JobsPerMinute <= 0 || h.Start <= 0) {
 		errs = append(errs, errors.New("warm_history needs a predictive warm spec, jobs_per_minute above 0 and a start time"))
 	}
-	if s.Trace == nil && s.Burst <= 0 && (s.Rate <= 0 || s.Steady <= 0) && s.Idle <= 0 {
-		errs = append(errs, errors.New("the scenario queues no jobs and measures no idle window: set burst, rate and steady, a trace, or idle"))
+	if s.Trace == nil && s.Burst <= 0 && (s.Rate <= 0 || s.Steady <= 0) && s.Idle <= 0 && s.Pipeline == nil {
+		errs = append(errs, errors.New("the scenario queues no jobs and measures no idle window: set burst, rate and steady, a trace, a pipeline, or idle"))
+	}
+	if p := s.Pipeline; p != nil {
+		if err := p.validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if s.Trace != nil || s.Burst > 0 || s.Rate > 0 || s.pools() > 1 || s.ContainerJobs != nil {
+			errs = append(errs, errors.New("a pipeline is the whole workload, of one pool: no burst, steady arrivals, trace or container jobs beside it"))
+		}
 	}
 	if s.Pools < 0 || s.BurstPools < 0 || s.Idle < 0 {
 		errs = append(errs, errors.New("pools, burst_pools and idle must not be negative"))
@@ -416,6 +446,9 @@ func (s Scenario) Validate() error {
 	}
 	if s.Repos < 0 || s.CacheSetup < 0 || s.WarmSetup < 0 {
 		errs = append(errs, errors.New("repos, cache_setup and warm_setup must not be negative"))
+	}
+	if s.Org != nil && (s.Repos > 1 || s.Trace != nil || s.Rate <= 0 || len(s.Org.Repos) == 0) {
+		errs = append(errs, errors.New("org spreads steady jobs (rate and steady) over its repositories: give it repositories, and set neither repos nor a trace"))
 	}
 	if s.Cache != nil && s.pools() > 1 {
 		errs = append(errs, errors.New("a cache needs one pool: its volumes are counted after the pool is deleted"))

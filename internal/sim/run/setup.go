@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -43,6 +44,9 @@ type world struct {
 	ctrl    *controller
 	agents  *agent.Agents
 	runners *runnerWatch
+	// disruptor plays the fault schedule's drains, reclaims and evictions, and keeps
+	// their record.
+	disruptor *disruptor
 	// cache plays the jobs' setup and measures the cache, when the scenario has a
 	// setup time or a cache; else nil.
 	cache *cacheMeter
@@ -132,6 +136,7 @@ func startWorld(ctx context.Context, sc Scenario, opts Options) (_ *world, err e
 	if w.agents, err = agent.New(w.cl.Config, namespace, agentOpts); err != nil {
 		return nil, err
 	}
+	w.disruptor = newDisruptor(w.cl, w.agents)
 	actx, cancelAgents := context.WithCancel(ctx)
 	agentsDone := make(chan struct{})
 	go func() { _ = w.agents.Run(actx); close(agentsDone) }()
@@ -210,8 +215,15 @@ func newPool(sc Scenario, simURL, name string) *v1alpha1.RunnerPool {
 			}}}},
 		},
 	}
+	maps.Copy(pool.Spec.Template.Spec.Containers[0].Resources.Requests, sc.RunnerRequests)
+	if sc.PodLabels {
+		pool.Spec.Usage = &v1alpha1.UsageSpec{PodLabels: true}
+	}
 	if sc.Warm != nil {
 		pool.Spec.Warm = sc.Warm.DeepCopy()
+	}
+	if sc.Disruption != nil {
+		pool.Spec.Disruption = *sc.Disruption.DeepCopy()
 	}
 	if sc.Cache != nil {
 		c := sc.Cache.DeepCopy()

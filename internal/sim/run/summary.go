@@ -73,6 +73,9 @@ func (r *Report) Summary() string {
 			fmt.Fprintf(&b, "    job %d (%s) failed after %.1fs: %s\n", f.Job, f.Image, f.Seconds, f.Reason)
 		}
 	}
+	if d := r.Disruptions; d != nil {
+		b.WriteString(d.summary())
+	}
 	fmt.Fprintf(&b, "  controller: %.1f CPU-seconds (%.1f ms per job), peak RSS %.0f MiB (%d process(es))\n", r.Controller.CPUSeconds, r.ControllerCPUPerJob, float64(r.Controller.PeakRSSBytes)/(1<<20), r.Controller.Processes)
 	if f := r.Faults; f != nil {
 		rec := "never"

@@ -68,6 +68,11 @@ type Target struct {
 // never pulls ended before the hook's own timeout (prepareJobTimeout), and workflow
 // pods, which start like runner pods in the simulated cluster (1 s), started within a
 // few seconds at p99 under the burst.
+//
+// disruptions (issue 36), on webhook and scale-set pools alike: no busy runner killed
+// by a drain or a consolidation, every job the infrastructure killed green on exactly
+// one re-run, nothing re-run twice, no job that failed on its own re-run, every drain
+// done within 5 s of the last job on its node, nothing left over.
 var Targets = []Target{
 	{Scenario: "burst", Figure: "reaction p99 (s)", Max: 1.5, OfFloor: true},
 	{Scenario: "burst", Figure: "pickup p99 (s)", Max: 1.15, OfFloor: true},
@@ -112,4 +117,16 @@ var Targets = []Target{
 	{Scenario: "container-jobs", Figure: "left over", Max: 0},
 	{Scenario: "container-jobs", Figure: "container jobs failed slow", Max: 0},
 	{Scenario: "container-jobs", Figure: "workflow pod start p99 (s)", Max: 5},
+	{Scenario: "disruptions", Figure: "busy runners killed by a drain", Max: 0},
+	{Scenario: "disruptions", Figure: "killed jobs not green on one re-run", Max: 0},
+	{Scenario: "disruptions", Figure: "jobs re-run twice", Max: 0},
+	{Scenario: "disruptions", Figure: "own failures re-run", Max: 0},
+	{Scenario: "disruptions", Figure: "drain after its last job, worst (s)", Max: 5},
+	{Scenario: "disruptions", Figure: "left over", Max: 0},
+	{Scenario: "disruptions-scaleset", Figure: "busy runners killed by a drain", Max: 0},
+	{Scenario: "disruptions-scaleset", Figure: "killed jobs not green on one re-run", Max: 0},
+	{Scenario: "disruptions-scaleset", Figure: "jobs re-run twice", Max: 0},
+	{Scenario: "disruptions-scaleset", Figure: "own failures re-run", Max: 0},
+	{Scenario: "disruptions-scaleset", Figure: "drain after its last job, worst (s)", Max: 5},
+	{Scenario: "disruptions-scaleset", Figure: "left over", Max: 0},
 }

@@ -32,8 +32,12 @@ type workload struct {
 	spread [][]string
 	trace  *trace.Trace
 	speed  float64
+	// pipeline, when set, is queued instead: runs of jobs that need others.
+	pipeline *Pipeline
 	// unpullableEvery: every n-th job's container image never pulls (0: none).
 	unpullableEvery int
+	// org, when set, is where steady jobs come from (org.go).
+	org *Org
 }
 
 // jobAt is the template job as the i-th job of the workload (from 0): its container
@@ -48,11 +52,14 @@ func (wl workload) jobAt(i int) simgithub.JobSpec {
 
 func (s Scenario) workload() workload {
 	wl := workload{
-		burst: s.Burst, rate: s.Rate, steady: s.Steady, trace: s.Trace, speed: s.TraceSpeed,
+		burst: s.Burst, rate: s.Rate, steady: s.Steady, trace: s.Trace, speed: s.TraceSpeed, pipeline: s.Pipeline,
 		job: simgithub.JobSpec{Repo: org + "/app", Labels: s.jobLabels(), Duration: simgithub.Duration(s.JobDuration)},
 	}
 	if cj := s.ContainerJobs; cj != nil {
 		wl.job.Container, wl.job.Services, wl.unpullableEvery = cj.Image, cj.Services, cj.UnpullableEvery
+	}
+	if wl.org = s.Org; wl.org != nil && len(wl.org.Repos) > 0 {
+		wl.job.Repo = org + "/" + wl.org.Repos[0].Name // acme/app is not one of its repositories
 	}
 	if s.Repos > 1 {
 		for _, name := range repoNames(s) {
@@ -119,6 +126,9 @@ func queueWorkload(ctx context.Context, q jobQueue, wl workload, seed uint64, no
 	if wl.trace != nil {
 		return out, replay(ctx, q, wl, add)
 	}
+	if wl.pipeline != nil {
+		return out, queuePipeline(ctx, q, *wl.pipeline, wl.job.Labels, seed, add)
+	}
 	for i := 0; i < wl.burst; {
 		n := min(wl.burst-i, 256) // GitHub's matrix limit
 		run, err := q.QueueRun(wl.burstRun(i, n))
@@ -148,6 +158,10 @@ func queueWorkload(ctx context.Context, q jobQueue, wl workload, seed uint64, no
 		spec := wl.jobAt(len(out))
 		if len(wl.repos) > 0 {
 			spec.Repo = wl.repos[repoRNG.IntN(len(wl.repos))]
+		}
+		if wl.org != nil {
+			j := wl.org.draw(repoRNG, time.Duration(wl.job.Duration), len(out))
+			spec.Repo, spec.Workflow, spec.Name, spec.Duration = org+"/"+j.repo, j.workflow, j.name, simgithub.Duration(j.duration)
 		}
 		j, err := q.QueueJob(spec)
 		if err != nil {
@@ -200,6 +214,9 @@ func replay(ctx context.Context, q jobQueue, wl workload, add func(queuedJob)) e
 
 // repoNames are the repositories of acme the workload needs.
 func repoNames(sc Scenario) []string {
+	if sc.Trace == nil && sc.Org != nil {
+		return sc.Org.names()
+	}
 	if sc.Trace == nil && sc.Repos > 1 {
 		out := make([]string, sc.Repos)
 		for i := range out {
@@ -224,6 +241,19 @@ func repoNames(sc Scenario) []string {
 // jobLister is where a run reads its jobs back: the GitHub simulator.
 type jobLister interface{ Jobs() []simgithub.Job }
 
+// completedJobs counts the completed jobs, and says when the last completed.
+func completedJobs(jobs []simgithub.Job) (done int, last time.Time) {
+	for _, j := range jobs {
+		if j.Status == simgithub.StatusCompleted {
+			done++
+			if j.DoneAt != nil && j.DoneAt.After(last) {
+				last = *j.DoneAt
+			}
+		}
+	}
+	return done, last
+}
+
 // waitJobs waits until the n jobs queued after the first skip all completed, or the
 // deadline. It returns those jobs, whether they all completed, and when the last did.
 func waitJobs(ctx context.Context, sim jobLister, skip, n int, deadline time.Time) ([]simgithub.Job, bool, time.Time) {
@@ -231,16 +261,7 @@ func waitJobs(ctx context.Context, sim jobLister, skip, n int, deadline time.Tim
 	for {
 		all := sim.Jobs()
 		jobs = all[min(skip, len(all)):]
-		done := 0
-		var last time.Time
-		for _, j := range jobs {
-			if j.Status == simgithub.StatusCompleted {
-				done++
-				if j.DoneAt != nil && j.DoneAt.After(last) {
-					last = *j.DoneAt
-				}
-			}
-		}
+		done, last := completedJobs(jobs)
 		if len(jobs) >= n && done == len(jobs) {
 			return jobs, true, last
 		}

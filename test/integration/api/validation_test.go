@@ -88,6 +88,10 @@ func TestValidRunnerPoolIsStoredWithDefaults(t *testing.T) {
 			RegistrationTimeout:       &metav1.Duration{Duration: 5 * time.Minute},
 			NodeLostTimeout:           &metav1.Duration{Duration: 5 * time.Minute},
 		},
+		Disruption: v1alpha1.DisruptionSpec{
+			DrainTimeout: &metav1.Duration{Duration: time.Hour},
+			Rerun:        v1alpha1.RerunNever,
+		},
 		Template: pool.Spec.Template,
 	}
 	if diff := cmp.Diff(want, got.Spec); diff != "" {

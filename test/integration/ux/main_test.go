@@ -18,7 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/controller/runner"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
+	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 	"github.com/gantry-dev/gantry/internal/testenv"
 	"github.com/gantry-dev/gantry/internal/testutil"
 	"github.com/gantry-dev/gantry/internal/testutil/stack"
@@ -187,6 +189,30 @@ func (w *world) event(name, typ, reason string, timeout time.Duration) corev1.Ev
 		return false, nil
 	})
 	return ev
+}
+
+// runJob has runner name's pod run, and the runner agent in it take and finish its job,
+// which must be job id: what the official runner does with its JIT configuration.
+func (w *world) runJob(name string, id int64) {
+	w.t.Helper()
+	w.setPodRunning(name)
+	secret := &corev1.Secret{}
+	if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: name}, secret); err != nil {
+		w.t.Fatal(err)
+	}
+	agent, err := runnerapi.NewClientFromJITConfig(string(secret.Data[runner.JITConfigKey]), nil)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ran, err := agent.Run(ctx, runnerapi.RunOptions{PollWait: 2 * time.Second})
+	if err != nil {
+		w.t.Fatalf("the runner agent: %v", err)
+	}
+	if ran.ID != id {
+		w.t.Fatalf("the agent ran job %d, want %d", ran.ID, id)
+	}
 }
 
 // hasPod reports whether the runner's pod exists: it is made only for a registered

@@ -1,7 +1,6 @@
 package ux
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -16,13 +15,10 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
-	"github.com/gantry-dev/gantry/internal/controller/runner"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
-	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 	"github.com/gantry-dev/gantry/internal/testenv"
 	"github.com/gantry-dev/gantry/internal/testutil"
 )
@@ -111,6 +107,10 @@ func TestExportedMetrics(t *testing.T) {
 			{"rate-limit budget remaining", "gantry_github_rate_limit_remaining", "by (credential, resource)"},
 			{"webhook deliveries by result", "gantry_webhook_deliveries_total", "by (result)"},
 			{"reconcile errors", "controller_runtime_reconcile_errors_total", "by (controller)"},
+			{"top repositories by runner-seconds", "gantry_usage_runner_seconds_total", "topk(10, sum by (repository) ("},
+			{"top workflows by runner-seconds", "gantry_usage_runner_seconds_total", "topk(10, sum by (repository, workflow) ("},
+			{"top repositories by queue time", "gantry_usage_queue_seconds_bucket", "topk(10, histogram_quantile(0.99, sum by (repository, le)"},
+			{"top workflows by queue time", "gantry_usage_queue_seconds_bucket", "topk(10, histogram_quantile(0.99, sum by (repository, workflow, le)"},
 		} {
 			found := false
 			for _, q := range queries {
@@ -156,27 +156,17 @@ func exerciseEveryMetric(w *world) {
 		t.Fatal(err)
 	}
 	rn := w.runnerWithPod("happy")
-	w.setPodRunning(rn.Name)
-	secret := &corev1.Secret{}
-	if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: w.ns, Name: rn.Name}, secret); err != nil {
-		t.Fatal(err)
-	}
-	agent, err := runnerapi.NewClientFromJITConfig(string(secret.Data[runner.JITConfigKey]), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ran, err := agent.Run(ctx, runnerapi.RunOptions{PollWait: 2 * time.Second})
-	if err != nil {
-		t.Fatalf("the runner agent: %v", err)
-	}
-	if ran.ID != job.ID {
-		t.Fatalf("the agent ran job %d, want %d", ran.ID, job.ID)
-	}
+	w.runJob(rn.Name, job.ID)
 	pool := map[string]string{"namespace": w.ns, "pool": "happy"}
 	w.eventually("the job's pickup latency observed", 30*time.Second, func() (bool, error) {
 		m := findMetric(w.t, "gantry_job_pickup_seconds", pool)
+		return m != nil && m.GetHistogram().GetSampleCount() == 1, nil
+	})
+	// The runner exits: its usage is counted under its pool and repository.
+	w.updatePodStatus(rn.Name, func(p *corev1.Pod) { testutil.PodExited(p, 0) })
+	used := map[string]string{"namespace": w.ns, "pool": "happy", "repository": "acme/api", "workflow": ""}
+	w.eventually("the job's usage counted", 30*time.Second, func() (bool, error) {
+		m := findMetric(w.t, "gantry_usage_queue_seconds", used)
 		return m != nil && m.GetHistogram().GetSampleCount() == 1, nil
 	})
 
@@ -210,6 +200,9 @@ func exerciseEveryMetric(w *world) {
 		{"gantry_pool_degraded", pool, func(m *dto.Metric) bool { return m.GetGauge().GetValue() == 0 }},
 		{"gantry_webhook_deliveries_total", map[string]string{"result": "accepted"}, func(m *dto.Metric) bool { return m.GetCounter().GetValue() >= 2 }},
 		{"gantry_github_requests_total", map[string]string{"endpoint": "POST /orgs/{org}/actions/runners/generate-jitconfig", "code": "201"}, func(m *dto.Metric) bool { return m.GetCounter().GetValue() >= 1 }},
+		{"gantry_usage_jobs_total", used, func(m *dto.Metric) bool { return m.GetCounter().GetValue() == 1 }},
+		{"gantry_usage_runner_seconds_total", used, func(m *dto.Metric) bool { return m.GetCounter().GetValue() > 0 }},
+		{"gantry_usage_requested_cpu_seconds_total", used, func(m *dto.Metric) bool { return m.GetCounter().GetValue() == 0 }}, // no requests
 		{"gantry_github_rate_limit_remaining", map[string]string{"credential": w.ns + "/" + credsSecret, "resource": "core"}, func(m *dto.Metric) bool {
 			return m.GetGauge().GetValue() > 0 && m.GetGauge().GetValue() < 5000
 		}},
