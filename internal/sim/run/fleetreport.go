@@ -187,7 +187,7 @@ func jobSource(j simgithub.Job, source map[string]v1alpha1.DemandSource) (v1alph
 func (f *FleetReport) summary(sessions *Sessions) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "  fleet: %d nodes (%s); %d scale-set and %d webhook pools on %d credentials Secrets; platforms: %s\n",
-		f.Nodes, formatCounts(intCounts(f.NodesByArch)), f.ScaleSetPools, f.WebhookPools, f.Credentials, formatCounts(intCounts(f.Platforms)))
+		f.Nodes, formatCounts(toInt64(f.NodesByArch)), f.ScaleSetPools, f.WebhookPools, f.Credentials, formatCounts(toInt64(f.Platforms)))
 	fmt.Fprintf(&b, "    node reads over the run: %s (lists %d); Secret reads %d\n", orNone(formatCounts(f.NodeReads)), f.NodeListCalls, f.SecretReads)
 	if s := sessions; s != nil && s.SecondsFromStart != nil {
 		fmt.Fprintf(&b, "    start: all %d sessions open %.1fs after the controller started; ", s.Pools, *s.SecondsFromStart)
@@ -217,14 +217,6 @@ func (f *FleetReport) summary(sessions *Sessions) string {
 	}
 	fmt.Fprintf(&b, " writes per job %.2f (%s)\n", bu.WritesPerJob, orNone(formatCounts(bu.Writes)))
 	return b.String()
-}
-
-func intCounts(m map[string]int) map[string]int64 {
-	out := make(map[string]int64, len(m))
-	for k, v := range m {
-		out[k] = int64(v)
-	}
-	return out
 }
 
 // formatRates writes rates largest first: "patch runnerpools/status 2.000, …".
