@@ -139,7 +139,7 @@ func (s Scenario) fleetJobLabels(i int, name string) []string {
 }
 
 // RestartReport is the controller's restart in the middle of a fleet run: the old
-// process signalled, a new one started. The simulated controller runs alone, without
+// process signaled, a new one started. The simulated controller runs alone, without
 // leader election: it leads from the moment it is ready.
 type RestartReport struct {
 	Signal string `json:"signal"`
