@@ -21,10 +21,11 @@ const (
 	// ContainerModeNone runs no container hooks: a job with container: or services:
 	// needs a Docker daemon in the pod (the Docker-in-Docker examples).
 	ContainerModeNone ContainerModeType = "None"
-	// ContainerModeKubernetes runs GitHub's Kubernetes container hooks (the no-volume
-	// variant shipped in the official runner image): the runner creates a workflow pod
-	// (the job container and one container per service) in containerMode.namespace and
-	// runs the steps in it, without privileged Docker.
+	// ContainerModeKubernetes runs GitHub's Kubernetes container hook (the no-volume
+	// hook of actions/runner-container-hooks v0.8.1, which the official runner image ships
+	// as /home/runner/k8s-novolume) behind Gantry's wrapper: the runner creates a workflow
+	// pod (the job container and one container per service) in containerMode.namespace and
+	// runs the steps in it, and image actions in step pods, without privileged Docker.
 	ContainerModeKubernetes ContainerModeType = "Kubernetes"
 )
 
@@ -58,39 +59,35 @@ const (
 
 // Defaults of Kubernetes mode.
 const (
-	// DefaultContainerHookPath is the no-volume Kubernetes hook as the official runner
-	// image (ghcr.io/actions/actions-runner) ships it.
+	// DefaultContainerHookPath is the no-volume Kubernetes hook (actions/runner-container-hooks
+	// v0.8.1) where the official runner image (ghcr.io/actions/actions-runner) unpacks it.
 	DefaultContainerHookPath = "/home/runner/k8s-novolume/index.js"
 	// DefaultWorkVolumeMountPath is the runner's work directory in the official image.
 	DefaultWorkVolumeMountPath = "/home/runner/_work"
 	// DefaultPrepareJobTimeout bounds how long the hook waits for the workflow pod.
 	DefaultPrepareJobTimeout = 5 * time.Minute
-	// WorkflowPodSuffix ends the name of the workflow pod the hook creates for a runner
-	// pod: RUNNER-POD-workflow (the runner pod's name cut to 54 characters first).
-	WorkflowPodSuffix = "-workflow"
-	// LabelHookRunnerPod is the label the hook puts on every pod, Job and Secret it
-	// creates, with the runner pod's name (ACTIONS_RUNNER_POD_NAME) as its value.
+	// LabelHookRunnerPod is the label the hook puts on every pod and Secret it creates,
+	// with the runner pod's name (ACTIONS_RUNNER_POD_NAME) as its value.
 	LabelHookRunnerPod = "runner-pod"
-	// LabelPoolNamespace names the pool's namespace on objects Gantry makes in
-	// containerMode.namespace (workflow pods, through the hook template, and anchors).
+	// LabelPoolNamespace names the pool's namespace on objects Gantry makes for the hook
+	// outside it (slot namespaces, RoleBindings) and on the hook's pods (through the hook
+	// template).
 	LabelPoolNamespace = "gantry.dev/pool-namespace"
-	// LabelWorkflowPod marks the objects of Kubernetes mode in containerMode.namespace:
-	// "anchor" on the pod that stands for the runner pod there, "workflow" on the pods
-	// the hook creates (set through the hook template).
+	// LabelWorkflowPod marks the objects of Kubernetes mode: "workflow" on the pods the
+	// hook creates (workflow and step pods, set through the hook template), "slot" on a
+	// hook slot's ServiceAccount and namespace (isolation Runner).
 	LabelWorkflowPod = "gantry.dev/container-hook"
-	// ContainerHookAnchor, ContainerHookWorkflow and ContainerHookSlot are
-	// LabelWorkflowPod's values; ContainerHookSlot marks a hook slot's ServiceAccount and
-	// namespace (isolation Runner).
-	ContainerHookAnchor   = "anchor"
+	// ContainerHookWorkflow and ContainerHookSlot are LabelWorkflowPod's values.
 	ContainerHookWorkflow = "workflow"
 	ContainerHookSlot     = "slot"
 )
 
 // ContainerModeSpec says how jobs that declare container: or services: run.
 //
-// In Kubernetes mode the runner runs GitHub's no-volume Kubernetes hook with a
-// ServiceAccount token of the pool's own (<pool>-container-hook, mounted only in this
-// mode and valid one hour). The hook works in containerMode.namespace, never in the pool's
+// In Kubernetes mode the runner runs GitHub's no-volume Kubernetes hook, behind Gantry's
+// wrapper (which turns port mappings into container ports and names services, so that
+// no hostPort reaches the cluster), with a ServiceAccount token of the pool's own
+// (mounted only in this mode and valid one hour). The hook works in containerMode.namespace, never in the pool's
 // namespace: the runners' JIT configurations and the pool's credentials stay where the
 // runner's token can read nothing, and an admission policy lets that token create only
 // the runner's own workflow pod and Secrets (docs/container-jobs.md, docs/security.md).
@@ -156,18 +153,22 @@ type ContainerModeSpec struct {
 	// +optional
 	RequireJobContainer *bool `json:"requireJobContainer,omitempty"`
 
-	// hookPath is the hook's script in the runner image (ACTIONS_RUNNER_CONTAINER_HOOKS).
-	// Default: /home/runner/k8s-novolume/index.js, where the official image ships the
-	// no-volume variant. The volume variant (/home/runner/k8s/index.js) cannot work:
-	// its workflow pod mounts the runner's claim, which is in another namespace.
+	// hookPath is GitHub's hook script in the runner image, which Gantry's wrapper
+	// (ACTIONS_RUNNER_CONTAINER_HOOKS) runs. Default: /home/runner/k8s-novolume/index.js,
+	// where the official image unpacks the no-volume hook of runner-container-hooks
+	// v0.8.1. The volume hook of v0.7.0 (/home/runner/k8s/index.js) cannot work: it
+	// checks batch Jobs rights the hook's ClusterRole does not grant, reads the runner
+	// pod, and mounts the runner's claim, which is in another namespace.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="containerMode.hookPath must be an absolute path in the runner image, such as /home/runner/k8s-novolume/index.js"
 	HookPath string `json:"hookPath,omitempty"`
 
-	// useKubeScheduler lets the scheduler place the workflow pod, on the runner's node
-	// (ACTIONS_RUNNER_USE_KUBE_SCHEDULER), instead of the hook setting nodeName, which
-	// skips the scheduler's resource checks. Default false, as in the hook.
+	// useKubeScheduler is deprecated and ignored: the pool gets a Warning event
+	// (IgnoredField) while it is set. It set ACTIONS_RUNNER_USE_KUBE_SCHEDULER, which only
+	// the volume hook of v0.7.0 reads; the no-volume hook never reads it nor the runner
+	// pod, and the scheduler places every workflow pod (use workflowPodTemplate's
+	// nodeSelector and tolerations to steer it). Kept so that pools setting it stay valid.
 	// +optional
 	UseKubeScheduler bool `json:"useKubeScheduler,omitempty"`
 }
@@ -223,11 +224,12 @@ type WorkflowPodTemplate struct {
 	// annotations added to the workflow pod.
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
-	// nodeSelector of the workflow pod (with useKubeScheduler).
+	// nodeSelector of the workflow pod and step pods: the scheduler places them on nodes
+	// carrying these labels (the hook sets no node of its own).
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
-	// tolerations of the workflow pod: it runs on the runner's node, so tolerate that
-	// node's taints.
+	// tolerations of the workflow pod and step pods, for the taints of the nodes they
+	// may run on.
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
@@ -290,15 +292,6 @@ func (w *WorkVolumeSpec) MountPathOrDefault() string {
 	return w.MountPath
 }
 
-// WorkflowPodName is the name the hook gives the workflow pod of a runner pod.
-func WorkflowPodName(runnerPod string) string {
-	const maxName = 63
-	if len(runnerPod) > maxName-len(WorkflowPodSuffix) {
-		runnerPod = runnerPod[:maxName-len(WorkflowPodSuffix)]
-	}
-	return runnerPod + WorkflowPodSuffix
-}
-
 // ContainerHookServiceAccountName is the ServiceAccount (and Role, RoleBinding) of a
 // Kubernetes-mode pool's runners. The admission policy recognizes the hook's identity
 // by this suffix.
@@ -332,8 +325,10 @@ const ContainerHookSuffix = "-container-hook"
 // Conditions and reasons of Kubernetes mode.
 const (
 	// ConditionWorkflowPodReady (Runner, Kubernetes mode) is False while the runner's
-	// workflow pod cannot start, with the reason and the image or the scheduler's message;
-	// True once it runs. Absent while the runner has no workflow pod.
+	// workflow pod cannot start, with the reason and the image or the scheduler's message,
+	// written at once; True once it runs, written with the runner's next status write (a
+	// runner whose job ends first is removed without it). Absent while the runner has no
+	// workflow pod.
 	ConditionWorkflowPodReady = "WorkflowPodReady"
 
 	// ReasonWorkflowPodRunning: the workflow pod runs.

@@ -103,7 +103,7 @@ type RunnerStatus struct {
 	Caches []RunnerCacheVolume `json:"caches,omitempty"`
 
 	// containerHook is where the runner's container hook works (Kubernetes mode): the
-	// namespace of its anchor, workflow pod and step Secrets, and the ServiceAccount its
+	// namespace of its workflow pod, step pods and Secrets, and the ServiceAccount its
 	// pod's token is of. Set with the pod.
 	// +optional
 	ContainerHook *RunnerContainerHook `json:"containerHook,omitempty"`

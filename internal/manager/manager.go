@@ -305,10 +305,11 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 
 	sources := &source.Sources{Webhook: &source.Webhook{GitHub: resolver}, ScaleSet: scaleset.Source{Manager: scaleSets}}
 	births := &controller.RunnerBirths{}
+	slots := &runner.HookSlots{}
 	if err := (&runnerpool.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Births: births, GitHub: resolver, Tracker: tracker, Failures: failures,
 		Sources: sources, Events: mgr.GetEventRecorder("gantry-runnerpool"), Clock: clk, FailureThreshold: failures.Threshold,
-		Warm: observations, WatchedNamespaces: opts.Namespaces, Nodes: nodeView,
+		Warm: observations, WatchedNamespaces: opts.Namespaces, Nodes: nodeView, Slots: slots,
 	}).SetupWithManager(mgr, opts.Concurrency); err != nil {
 		return nil, err
 	}
@@ -316,7 +317,7 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Births: births, GitHub: resolver, Tracker: tracker,
 		Sources: sources, Failures: failures, Events: mgr.GetEventRecorder("gantry-runner"), Clock: clk,
 		FailedRetention: opts.FailedRunnerRetention, Warm: observations,
-		WatchedNamespaces: opts.Namespaces, HookNetworkPolicy: opts.RunnerNetworkPolicy, Nodes: nodeView,
+		WatchedNamespaces: opts.Namespaces, HookNetworkPolicy: opts.RunnerNetworkPolicy, Nodes: nodeView, Slots: slots,
 		Usage: runner.UsageOptions{Repositories: max(0, opts.UsageRepositories), Workflows: max(0, opts.UsageWorkflows), NoEvents: opts.NoUsageEvents},
 	}).SetupWithManager(mgr, opts.RunnerConcurrency); err != nil {
 		return nil, err

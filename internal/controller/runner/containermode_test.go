@@ -57,7 +57,8 @@ func hookAccessOf(pod *corev1.Pod) hookAccess {
 		}
 		for _, e := range c.Env {
 			switch e.Name {
-			case EnvContainerHooks, EnvKubernetesNamespace, EnvContainerHookTemplate, EnvPrepareJobTimeout, EnvRequireJobContainer, EnvUseKubeScheduler:
+			case EnvContainerHooks, EnvWrappedHook, EnvKubernetesNamespace, EnvContainerHookTemplate, EnvPrepareJobTimeout, EnvRequireJobContainer,
+				"ACTIONS_RUNNER_USE_KUBE_SCHEDULER":
 				a.HookEnv[e.Name] = e.Value
 			case EnvRunnerPodName:
 				a.HookEnv[e.Name] = e.ValueFrom.FieldRef.FieldPath
@@ -68,16 +69,19 @@ func hookAccessOf(pod *corev1.Pod) hookAccess {
 }
 
 // Only a Kubernetes-mode pool's runner pod gets a token: the pool's ServiceAccount,
-// projected for an hour into the runner container alone, with the hook's environment.
+// projected for an hour into the runner container alone, with the hook's environment:
+// the runner runs Gantry's wrapper, which runs hookPath. useKubeScheduler sets nothing:
+// the hook never reads ACTIONS_RUNNER_USE_KUBE_SCHEDULER.
 func TestContainerModeGivesTheRunnerContainerAloneAShortLivedToken(t *testing.T) {
 	runner := &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "k8s-abcde"}, Spec: v1alpha1.RunnerSpec{PoolName: "k8s"}}
 	sidecar := corev1.Container{Name: "sidecar", Image: "busybox"}
 	runnerC := corev1.Container{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest"}
 	hookEnv := map[string]string{
-		EnvContainerHooks:        "/home/runner/k8s-novolume/index.js",
+		EnvContainerHooks:        "/etc/gantry/container-hook/hook.js",
+		EnvWrappedHook:           "/home/runner/k8s-novolume/index.js",
 		EnvRunnerPodName:         "metadata.name",
 		EnvKubernetesNamespace:   "ci-jobs",
-		EnvContainerHookTemplate: "/etc/gantry/container-hook/workflow-pod.yaml",
+		EnvContainerHookTemplate: "/etc/gantry/container-hook/workflow-pod.json",
 		EnvPrepareJobTimeout:     "300",
 		EnvRequireJobContainer:   "true",
 	}
@@ -116,7 +120,7 @@ func TestContainerModeGivesTheRunnerContainerAloneAShortLivedToken(t *testing.T)
 		}).Obj(), hookAccess{ServiceAccount: "k8s-container-hook", Automount: ptr.To(false),
 			TokenMounts: map[string]string{"runner": ServiceAccountTokenDir}, TokenExpiration: 3600,
 			HookEnv: withEnv(map[string]string{EnvKubernetesNamespace: "jobs", EnvPrepareJobTimeout: "90", EnvRequireJobContainer: "false",
-				EnvUseKubeScheduler: "true", EnvContainerHooks: "/hooks/index.js"}),
+				EnvWrappedHook: "/hooks/index.js"}),
 			WorkMount: "runner:" + workVolumeName, WorkVolumeIsClaim: true}},
 	}
 	for _, tt := range tests {

@@ -72,15 +72,21 @@ type Reconciler struct {
 	// Nodes is the shared view of the nodes (a cache volume's node, cache.go); nil or
 	// disabled: every node is taken to be usable.
 	Nodes *nodes.View
+	// Slots is the claim table of the container hook slots (hookslots.go), shared with
+	// the RunnerPool reconciler, which prunes idle slots through it; nil: one of this
+	// Reconciler's own.
+	Slots *HookSlots
 
 	writes    ownWrites
 	online    onlineRunners
 	unwritten unwrittenStatus
 	exited    exitedReaper
-	slots     hookSlots
-	// anchors are the anchor pods this process created (containermode.go), by key, with
-	// their runner pod's UID.
-	anchors sync.Map
+	slotsOnce sync.Once
+	// defaultServiceAccounts are the hook namespaces whose default ServiceAccount this
+	// process saw or made (ensureDefaultServiceAccount).
+	defaultServiceAccounts sync.Map
+	// hookPods is what this process saw of each runner's workflow pod (hookpods.go).
+	hookPods seenHookPods
 	// unregistered: finalizing runners already removed from GitHub (finalize.go).
 	unregistered unregisteredRunners
 	// usage: what each runner's usage record needs until it is written (usage.go).
@@ -178,7 +184,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		r.claimHookSlot, // hookslot.go
 		r.ensurePod,
 		r.trackUsage,     // usage.go
-		r.containerHooks, // containermode.go
+		r.containerHooks, // hookpods.go
 		r.observe,
 	)
 }
@@ -217,6 +223,9 @@ const behindRecheck = 2 * time.Second
 func (r *Reconciler) writeStatus(ctx context.Context, s *scope) (time.Duration, error) {
 	if later := r.writeLater(s); later > 0 {
 		return later, nil
+	}
+	if workflowPodReadyRides(s) { // hookpods.go
+		return 0, nil
 	}
 	return 0, r.patchStatus(ctx, s)
 }

@@ -43,10 +43,11 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 		e.applyTo(&runner.Status, runner.Name)
 	}
 	r.notePodUsage(ctx, runner) // usage.go
-	exited, err := r.podExited(ctx, runner)
+	exitedPod, err := r.podExited(ctx, runner)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	exited := exitedPod != nil
 	if !exited {
 		if err := r.markDeleting(ctx, runner, stored); err != nil {
 			return reconcile.Result{}, err
@@ -99,7 +100,7 @@ func (r *Reconciler) finalize(ctx context.Context, runner *v1alpha1.Runner) (rec
 			return reconcile.Result{}, fmt.Errorf("deleting runner secret: %w", err)
 		}
 	}
-	if err := r.removeHookObjects(ctx, runner, r.poolOf(ctx, runner)); err != nil { // containermode.go
+	if err := r.removeHookObjects(ctx, runner, r.poolOf(ctx, runner), exitedPod); err != nil { // hookpods.go
 		return reconcile.Result{}, err
 	}
 	// The Tracker keeps the runner's finished job until the Runner is gone from the
@@ -210,18 +211,21 @@ func (r *Reconciler) removePod(ctx context.Context, runner *v1alpha1.Runner) (ti
 	return 0, nil
 }
 
-// podExited reports whether the runner's own pod is there and exited 0, not being
-// deleted.
-func (r *Reconciler) podExited(ctx context.Context, runner *v1alpha1.Runner) (bool, error) {
+// podExited is the runner's own pod if it is there and exited 0, not being deleted;
+// nil otherwise.
+func (r *Reconciler) podExited(ctx context.Context, runner *v1alpha1.Runner) (*corev1.Pod, error) {
 	pod := &corev1.Pod{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: runner.Namespace, Name: runner.Name}, pod)
 	switch {
 	case apierrors.IsNotFound(err):
-		return false, nil
+		return nil, nil
 	case err != nil:
-		return false, fmt.Errorf("reading runner pod: %w", err)
+		return nil, fmt.Errorf("reading runner pod: %w", err)
 	}
-	return metav1.IsControlledBy(pod, runner) && pod.DeletionTimestamp.IsZero() && pod.Status.Phase == corev1.PodSucceeded, nil
+	if metav1.IsControlledBy(pod, runner) && pod.DeletionTimestamp.IsZero() && pod.Status.Phase == corev1.PodSucceeded {
+		return pod, nil
+	}
+	return nil, nil
 }
 
 // podGoneRecheck is how often a finalizing runner looks again at a pod still terminating.

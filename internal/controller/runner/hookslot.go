@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,11 +22,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/hookrelease"
 )
 
 // ContainerHookClusterRole is the ClusterRole holding exactly the verbs GitHub's
 // no-volume Kubernetes hook checks with SelfSubjectAccessReview before every command
-// (actions/runner-container-hooks, packages/k8s-novolume). It is installed with Gantry
+// (hookrelease.Permissions: actions/runner-container-hooks v0.8.1, packages/k8s,
+// requiredPermissions). It is installed with Gantry
 // (config/rbac/container_hook_role.yaml, the chart); the controller only binds it where
 // a hook works: `bind` on this one ClusterRole is all it needs, no `escalate` and no
 // exec of its own.
@@ -57,23 +58,31 @@ var errNoWatchedSlot = errors.New("no free hook namespace among those the contro
 
 // claimHookSlot gives a Kubernetes-mode runner, before its pod is made, the
 // ServiceAccount and namespace its hook works with, in status.containerHook (buildPod
-// reads it). With isolation Pool: the pool's ServiceAccount and containerMode.namespace.
-// With isolation Runner, a hook slot of the pool of its own. Contract:
+// reads it; written with the runner's first status write, unwritten.go). With isolation
+// Pool: the pool's ServiceAccount and containerMode.namespace. With isolation Runner, a
+// hook slot of the pool of its own. Contract:
 //
 //   - Slot N is the ServiceAccount POOL-container-hook-N (in the pool's namespace, owned
 //     by the pool) and the namespace ContainerHookSlotNamespace(pool, N), holding the
 //     RoleBinding of ContainerHookClusterRole to that ServiceAccount alone and the runner
 //     NetworkPolicy. So one runner's token can read nothing in another runner's
 //     namespace: RBAC cannot tell two pods of one ServiceAccount apart, namespaces can.
-//   - A claim is the label gantry.dev/runner=RUNNER on the ServiceAccount, written by a
-//     patch carrying the resourceVersion an uncached list read: of two runners claiming
-//     one slot the API server lets one write and refuses the other (409), which moves on.
-//   - A slot is free when the runner named is gone and no pod of the pool has its
-//     ServiceAccount: a Runner goes only after its finalizer deleted its anchor,
-//     workflow pods and step Secrets (removeHookObjects), and a pod's bound token dies
-//     with the pod, so a free slot's namespace is empty and no live token reaches it.
-//   - A new slot takes the lowest N not taken, created already claimed: the API
-//     server's AlreadyExists keeps two runners from making the same one.
+//   - A claim is an entry of this process's claim table (hookslots.go), made under its
+//     lock with no write of its own: only the leader reconciles runners, and a replica
+//     that loses the lead exits. It lasts in the runner pod, made right after it and
+//     naming the slot's ServiceAccount and namespace, and in status.containerHook
+//     (written with the runner's first status write); a process that starts or takes
+//     the lead loads the table from those, uncached.
+//   - A slot is free when its runner is gone and no pod of the pool has its
+//     ServiceAccount: a Runner goes only after its finalizer deleted the pods and
+//     Secrets its hook made (removeHookObjects), and a pod's bound token dies with the
+//     pod, so a free slot's namespace is empty and no live token reaches it. A slot
+//     loaded without a runner, which might hold what the hook of a runner whose claim
+//     was never recorded left, is swept before it is given out (sweepSlot).
+//   - A new slot takes the lowest N the table does not have; its ServiceAccount is the
+//     one write a claim makes (none when a slot is reused).
+//   - A runner whose pod could not be made keeps its slot until it is gone, as one
+//     whose pod ran: its next pass makes the pod with the same slot.
 //   - A controller watching some namespaces only (--namespaces) uses only the slots
 //     whose namespace it watches; with none free the runner waits.
 //
@@ -93,6 +102,7 @@ func (r *Reconciler) claimHookSlot(ctx context.Context, s *scope) (reconcile.Res
 		s.runner.Status.ContainerHook = &v1alpha1.RunnerContainerHook{
 			Namespace: cm.Namespace, ServiceAccount: v1alpha1.ContainerHookServiceAccountName(s.pool.Name),
 		}
+		r.unwritten.rememberContainerHook(s.runner, &s.runner.Status, r.Clock.Now())
 		return reconcile.Result{}, true, nil
 	}
 	sa, n, err := r.claimSlotServiceAccount(ctx, s)
@@ -113,6 +123,9 @@ func (r *Reconciler) claimHookSlot(ctx context.Context, s *scope) (reconcile.Res
 		return reconcile.Result{}, false, err
 	}
 	s.runner.Status.ContainerHook = &v1alpha1.RunnerContainerHook{Namespace: ns, ServiceAccount: sa}
+	// Written with the runner's first status write (unwritten.go): till then the claim
+	// table, and once made the pod, say it.
+	r.unwritten.rememberContainerHook(s.runner, &s.runner.Status, r.Clock.Now())
 	if strings.HasPrefix(s.runner.Status.Message, waitingForSlot) {
 		s.runner.Status.Message = ""
 	}
@@ -141,170 +154,160 @@ func (r *Reconciler) slotUsable(ns string) bool {
 	return len(r.WatchedNamespaces) == 0 || slices.Contains(r.WatchedNamespaces, ns)
 }
 
-// hookSlots is this process's view of every pool's hook slots, so that runners of a
-// burst, reconciled side by side, each take a different slot at the first write rather
-// than racing for the lowest and retrying (the API server still arbitrates: see
-// claimSlotServiceAccount).
-type hookSlots struct {
-	mu    sync.Mutex
-	pools map[types.UID]*poolSlots
+// hookSlots is the table claims are made in: the one shared with the RunnerPool
+// reconciler (Slots), or, when none is given, one of this Reconciler's own.
+func (r *Reconciler) hookSlots() *HookSlots {
+	r.slotsOnce.Do(func() {
+		if r.Slots == nil {
+			r.Slots = &HookSlots{}
+		}
+	})
+	return r.Slots
 }
 
-// poolSlots are one pool's slots as last listed and since claimed by this process.
-type poolSlots struct {
-	loaded bool
-	slots  map[int]*slotState
-}
-
-// slotState is one slot's ServiceAccount: the runner holding it, and the
-// resourceVersion a claim must carry.
-type slotState struct {
-	holder, resourceVersion string
-	// reserved: a claim or creation by this process is under way.
-	reserved bool
-}
-
-// forget drops what is known of a pool's slots: the next claim lists them.
-func (h *hookSlots) forget(pool types.UID) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.pools, pool)
-}
-
-// claimSlotServiceAccount claims a slot's ServiceAccount for the runner (claimHookSlot's
-// contract) and returns its name and number. Slots are chosen under this process's
-// lock from its view of the pool's slots (listed uncached once, and again after the
-// API server refused a claim or a creation); the claim itself is a write the API
-// server may refuse.
+// claimSlotServiceAccount claims a slot for the runner (claimHookSlot's contract) and
+// returns its ServiceAccount's name and its number. The claim is an entry of the claim
+// table (hookslots.go), chosen under its lock: the runner's slot from an earlier pass,
+// else the lowest free clean slot, else the lowest free dirty one (swept first), else a
+// new slot, whose ServiceAccount is created — the one write a claim may cost.
 func (r *Reconciler) claimSlotServiceAccount(ctx context.Context, s *scope) (string, int, error) {
-	for attempt := 0; ; attempt++ {
-		name, n, retry, err := r.tryClaimSlot(ctx, s)
-		if !retry || attempt == 3 {
-			return name, n, err
-		}
-		r.slots.forget(s.pool.UID) // another process wrote since the list: list again
-	}
-}
-
-// tryClaimSlot is one attempt of claimSlotServiceAccount; retry says the API server
-// refused the write because this process's view was stale.
-func (r *Reconciler) tryClaimSlot(ctx context.Context, s *scope) (string, int, bool, error) {
-	r.slots.mu.Lock()
-	ps, err := r.poolSlots(ctx, s)
+	h := r.hookSlots()
+	now := r.Clock.Now()
+	h.mu.Lock()
+	ps, err := h.pool(ctx, r.APIReader, s.pool, now)
 	if err != nil {
-		r.slots.mu.Unlock()
-		return "", 0, false, err
+		h.mu.Unlock()
+		return "", 0, err
 	}
-	for n, st := range ps.slots {
-		if st.holder == s.runner.Name && !st.reserved {
-			r.slots.mu.Unlock()
-			return v1alpha1.ContainerHookSlotServiceAccountName(s.pool.Name, n), n, false, nil // an earlier pass's
+	n, held := ps.held[s.runner.Name]
+	creating := false
+	if !held {
+		var found bool
+		if n, found, err = r.freeSlot(ctx, s, ps); err != nil {
+			h.mu.Unlock()
+			return "", 0, err
 		}
-	}
-	n, st, err := r.freeSlot(ctx, s, ps)
-	if err != nil {
-		r.slots.mu.Unlock()
-		return "", 0, false, err
-	}
-	creating := st == nil
-	if creating {
-		n = 0
-		for ps.slots[n] != nil || !r.slotUsable(v1alpha1.ContainerHookSlotNamespace(s.pool, n)) {
-			if ps.slots[n] == nil && n > len(r.WatchedNamespaces)+len(ps.slots) {
-				// A namespaced controller: the slots it may use are the watched ones,
-				// numbered below the count of watched namespaces and slots made.
-				r.slots.mu.Unlock()
-				return "", 0, false, errNoWatchedSlot
+		if !found {
+			if n, err = r.newSlotNumber(s.pool, ps); err != nil {
+				h.mu.Unlock()
+				return "", 0, err
 			}
-			n++
+			ps.slots[n] = &slotState{}
+			creating = true
 		}
-		st = &slotState{}
-		ps.slots[n] = st
+		ps.hold(n, s.runner.Name, now)
 	}
-	previous := *st
-	st.holder, st.reserved = s.runner.Name, true
-	r.slots.mu.Unlock()
+	dirty := ps.slots[n].dirty
+	h.mu.Unlock()
 
-	sa := slotServiceAccount(s.pool, n, s.runner.Name)
+	name := v1alpha1.ContainerHookSlotServiceAccountName(s.pool.Name, n)
 	if creating {
-		err = r.Client.Create(ctx, sa)
-	} else {
-		before := sa.DeepCopy()
-		before.Labels[v1alpha1.LabelRunner] = previous.holder
-		before.ResourceVersion = previous.resourceVersion
-		sa.ResourceVersion = previous.resourceVersion
-		err = r.Client.Patch(ctx, sa, ctrl.MergeFromWithOptions(before, ctrl.MergeFromWithOptimisticLock{}))
-	}
-	r.slots.mu.Lock()
-	defer r.slots.mu.Unlock()
-	st.reserved = false
-	switch {
-	case err == nil:
-		st.resourceVersion = sa.ResourceVersion
-		log.FromContext(ctx).V(1).Info("Claimed a container hook slot", "serviceAccount", sa.Name, "new", creating)
-		return sa.Name, n, false, nil
-	case apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-		*st = previous
-		return "", 0, true, fmt.Errorf("claiming the hook ServiceAccount %s: %w", sa.Name, err)
-	}
-	*st = previous
-	if creating {
-		delete(ps.slots, n)
-	}
-	return "", 0, false, fmt.Errorf("claiming the hook ServiceAccount %s: %w", sa.Name, err)
-}
-
-// poolSlots is the pool's slots as this process knows them, listed (uncached) when it
-// knows none. Called with r.slots.mu held.
-func (r *Reconciler) poolSlots(ctx context.Context, s *scope) (*poolSlots, error) {
-	if r.slots.pools == nil {
-		r.slots.pools = map[types.UID]*poolSlots{}
-	}
-	ps := r.slots.pools[s.pool.UID]
-	if ps != nil && ps.loaded {
-		return ps, nil
-	}
-	var sas corev1.ServiceAccountList
-	if err := r.APIReader.List(ctx, &sas, ctrl.InNamespace(s.runner.Namespace), HookSlotsOf(s.pool)); err != nil {
-		return nil, fmt.Errorf("listing the pool's hook ServiceAccounts: %w", err)
-	}
-	ps = &poolSlots{loaded: true, slots: map[int]*slotState{}}
-	for _, sa := range sas.Items {
-		if n, err := strconv.Atoi(sa.Labels[LabelHookSlot]); err == nil {
-			ps.slots[n] = &slotState{holder: sa.Labels[v1alpha1.LabelRunner], resourceVersion: sa.ResourceVersion}
+		err := r.Client.Create(ctx, slotServiceAccount(s.pool, n))
+		if apierrors.IsAlreadyExists(err) {
+			// Made by something other than this table's claims: whatever it held is
+			// unknown, so it is swept before use, as a slot loaded without a holder.
+			h.mu.Lock()
+			ps.slots[n].dirty, dirty, err = true, true, nil
+			h.mu.Unlock()
+		}
+		if err != nil {
+			h.mu.Lock()
+			ps.release(n)
+			delete(ps.slots, n)
+			h.mu.Unlock()
+			return "", 0, fmt.Errorf("creating the hook ServiceAccount %s: %w", name, err)
 		}
 	}
-	r.slots.pools[s.pool.UID] = ps
-	return ps, nil
+	if dirty {
+		if err := r.sweepSlot(ctx, s.pool, n); err != nil {
+			return "", 0, err // the runner keeps the slot; its next pass sweeps again
+		}
+		h.swept(s.pool.UID, n)
+	}
+	log.FromContext(ctx).V(1).Info("Claimed a container hook slot", "serviceAccount", name, "new", creating, "swept", dirty)
+	return name, n, nil
 }
 
-// freeSlot is the lowest slot of ps free for the runner, nil when none is: not being
-// claimed, its runner gone, no pod of the pool with its ServiceAccount, and its
-// namespace watched. Called with r.slots.mu held.
-func (r *Reconciler) freeSlot(ctx context.Context, s *scope, ps *poolSlots) (int, *slotState, error) {
+// freeSlot is the lowest slot of ps free for the runner, clean ones before dirty ones;
+// found false when none is. Free: not being pruned, its namespace watched, no pod of
+// the pool using its ServiceAccount, and its holder gone (a holder seen gone is
+// forgotten, so that it is read once). Called with the table's lock held.
+func (r *Reconciler) freeSlot(ctx context.Context, s *scope, ps *poolSlots) (int, bool, error) {
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, ctrl.InNamespace(s.runner.Namespace), ctrl.MatchingLabels{v1alpha1.LabelPool: s.pool.Name}); err != nil {
-		return 0, nil, fmt.Errorf("listing the pool's pods: %w", err)
+		return 0, false, fmt.Errorf("listing the pool's pods: %w", err)
 	}
 	mounted := map[string]bool{}
 	for _, p := range pods.Items {
 		mounted[p.Spec.ServiceAccountName] = true
 	}
+	dirty, foundDirty := 0, false
 	for _, n := range slices.Sorted(maps.Keys(ps.slots)) {
 		st := ps.slots[n]
-		if st.reserved || mounted[v1alpha1.ContainerHookSlotServiceAccountName(s.pool.Name, n)] ||
+		if st.pruning || mounted[v1alpha1.ContainerHookSlotServiceAccountName(s.pool.Name, n)] ||
 			!r.slotUsable(v1alpha1.ContainerHookSlotNamespace(s.pool, n)) {
 			continue
 		}
-		held, err := r.runnerExists(ctx, s.runner.Namespace, st.holder)
-		if err != nil {
-			return 0, nil, err
+		if st.holder != "" {
+			held, err := r.runnerExists(ctx, s.runner.Namespace, st.holder)
+			if err != nil {
+				return 0, false, err
+			}
+			if held {
+				continue
+			}
+			ps.release(n)
 		}
-		if !held {
-			return n, st, nil
+		if !st.dirty {
+			return n, true, nil
+		}
+		if !foundDirty {
+			dirty, foundDirty = n, true
 		}
 	}
-	return 0, nil, nil
+	return dirty, foundDirty, nil
+}
+
+// newSlotNumber is the lowest slot number ps does not have, whose namespace the
+// controller watches: errNoWatchedSlot when a namespaced controller watches none. Called
+// with the table's lock held.
+func (r *Reconciler) newSlotNumber(pool *v1alpha1.RunnerPool, ps *poolSlots) (int, error) {
+	n := 0
+	for ps.slots[n] != nil || !r.slotUsable(v1alpha1.ContainerHookSlotNamespace(pool, n)) {
+		if ps.slots[n] == nil && n > len(r.WatchedNamespaces)+len(ps.slots) {
+			// A namespaced controller: the slots it may use are the watched ones,
+			// numbered below the count of watched namespaces and slots made.
+			return 0, errNoWatchedSlot
+		}
+		n++
+	}
+	return n, nil
+}
+
+// sweepSlot deletes whatever a runner's hook left in slot n's namespace, before the
+// slot is given to another runner: the hook's pods the cache shows there and, by one
+// deletecollection, every Secret labeled runner-pod (the hook's, and the only ones a
+// hook's token may create: the admission policy). Only dirty slots are swept (a slot
+// known to the table without a holder).
+func (r *Reconciler) sweepSlot(ctx context.Context, pool *v1alpha1.RunnerPool, n int) error {
+	ns := v1alpha1.ContainerHookSlotNamespace(pool, n)
+	hookMade := ctrl.HasLabels{hookrelease.LabelRunnerPod}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, ctrl.InNamespace(ns), hookMade); err != nil {
+		return fmt.Errorf("listing the hook pods left in %s: %w", ns, err)
+	}
+	log.FromContext(ctx).V(1).Info("Sweeping a container hook namespace before reusing it", "namespace", ns, "pods", len(pods.Items))
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.DeletionTimestamp == nil {
+			if err := r.Client.Delete(ctx, p, ctrl.GracePeriodSeconds(0)); ctrl.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting the hook pod %s/%s left in the slot: %w", ns, p.Name, err)
+			}
+		}
+	}
+	if err := r.Client.DeleteAllOf(ctx, &corev1.Secret{}, ctrl.InNamespace(ns), hookMade); ctrl.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting the hook Secrets left in %s: %w", ns, err)
+	}
+	return nil
 }
 
 // runnerExists reports whether the Runner named holds on: in the cache, or, missing
@@ -356,14 +359,14 @@ func slotLabels(pool *v1alpha1.RunnerPool, n int) map[string]string {
 	}
 }
 
-// slotServiceAccount is slot n's ServiceAccount, claimed by runner: owned by the pool
-// (it goes with it), and with no token of its own (the runner pod projects one).
-func slotServiceAccount(pool *v1alpha1.RunnerPool, n int, runner string) *corev1.ServiceAccount {
-	labels := slotLabels(pool, n)
-	labels[v1alpha1.LabelRunner] = runner
+// slotServiceAccount is slot n's ServiceAccount: owned by the pool (it goes with it),
+// and with no token of its own (the runner pod projects one). It names no runner: who
+// holds the slot is the claim table's (hookslots.go), the runner pod's and the Runner's
+// status.
+func slotServiceAccount(pool *v1alpha1.RunnerPool, n int) *corev1.ServiceAccount {
 	return &corev1.ServiceAccount{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: pool.Namespace, Name: v1alpha1.ContainerHookSlotServiceAccountName(pool.Name, n), Labels: labels,
+			Namespace: pool.Namespace, Name: v1alpha1.ContainerHookSlotServiceAccountName(pool.Name, n), Labels: slotLabels(pool, n),
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: v1alpha1.GroupVersion.String(), Kind: "RunnerPool", Name: pool.Name, UID: pool.UID,
 				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
@@ -379,8 +382,9 @@ const podSecurityLabelPrefix = "pod-security.kubernetes.io/"
 
 // ensureHookSlot makes slot n's namespace ns ready for the ServiceAccount sa, unless it
 // is (it exists and its RoleBinding, made last, too): the namespace with containerMode.namespace's
-// Pod Security labels, its default ServiceAccount, the runner NetworkPolicy, and the RoleBinding of
-// ContainerHookClusterRole to sa. A namespace of that name that is not this slot's is
+// Pod Security labels, the runner NetworkPolicy, and the RoleBinding of
+// ContainerHookClusterRole to sa. Its default ServiceAccount, which the hook's pods need,
+// is kube-controller-manager's to make (ensureDefaultServiceAccount looks later). A namespace of that name that is not this slot's is
 // refused, not used.
 func (r *Reconciler) ensureHookSlot(ctx context.Context, pool *v1alpha1.RunnerPool, ns, sa string, n int) error {
 	existing := &corev1.Namespace{}
@@ -417,13 +421,6 @@ func (r *Reconciler) ensureHookSlot(ctx context.Context, pool *v1alpha1.RunnerPo
 	default:
 		return fmt.Errorf("reading namespace %s: %w", ns, err)
 	}
-	// The namespace's default ServiceAccount, which the anchor and the workflow pods
-	// name: the API server admits no pod before it exists, and kube-controller-manager
-	// makes it only a moment after the namespace. Made here, it mounts no token.
-	sa0 := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}, AutomountServiceAccountToken: ptr.To(false)}
-	if err := r.Client.Create(ctx, sa0); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the default ServiceAccount of %s: %w", ns, err)
-	}
 	if r.HookNetworkPolicy != nil {
 		np := slotNetworkPolicy(r.HookNetworkPolicy, ns)
 		if err := r.Client.Create(ctx, np); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -456,4 +453,30 @@ func slotNetworkPolicy(tmpl *networkingv1.NetworkPolicy, ns string) *networkingv
 	p.Labels[v1alpha1.LabelManagedBy] = v1alpha1.ManagedByValue
 	p.Labels[v1alpha1.LabelWorkflowPod] = v1alpha1.ContainerHookSlot
 	return p
+}
+
+// ensureDefaultServiceAccount makes sure namespace ns, where a runner's hook works, has
+// its default ServiceAccount before the hook makes a pod there: the API server admits no
+// pod naming a ServiceAccount that does not exist, and every pod the hook makes names
+// "default". kube-controller-manager makes it a moment after the namespace — seconds
+// later on a busy control plane — so by the time the runner pod runs it is there, and
+// this is a read, once per namespace and process; where it is not (a cluster without
+// that controller, or one far behind), it is made here, mounting no token.
+func (r *Reconciler) ensureDefaultServiceAccount(ctx context.Context, ns string) error {
+	if _, ok := r.defaultServiceAccounts.Load(ns); ok {
+		return nil
+	}
+	key := types.NamespacedName{Namespace: ns, Name: "default"}
+	err := r.APIReader.Get(ctx, key, &corev1.ServiceAccount{})
+	if apierrors.IsNotFound(err) {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}, AutomountServiceAccountToken: ptr.To(false)}
+		if err = r.Client.Create(ctx, sa); apierrors.IsAlreadyExists(err) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("making sure %s has its default ServiceAccount: %w", ns, err)
+	}
+	r.defaultServiceAccounts.Store(ns, true)
+	return nil
 }

@@ -125,7 +125,7 @@ func (r *Reconciler) fail(ctx context.Context, s *scope, reason, message string)
 			return reconcile.Result{}, false, fmt.Errorf("deleting the failed runner's pod: %w", err)
 		}
 	}
-	if err := r.removeHookObjects(ctx, s.runner, s.pool); err != nil { // containermode.go
+	if err := r.removeHookObjects(ctx, s.runner, s.pool, nil); err != nil { // hookpods.go: a failed runner's Secrets always go
 		return reconcile.Result{}, false, err
 	}
 	return reconcile.Result{RequeueAfter: r.FailedRetention}, false, nil

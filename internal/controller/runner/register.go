@@ -158,6 +158,7 @@ func (r *Reconciler) forgetRegistration(key types.NamespacedName) {
 	r.unwritten.forget(key)
 	r.Births.Forget(key)
 	r.unregistered.forget(key)
+	r.hookPods.forget(key)
 }
 
 // setRegistered records the registration in the working status and remembers it until

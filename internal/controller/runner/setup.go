@@ -40,7 +40,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Named("runner").
 		For(&v1alpha1.Runner{}).
 		Owns(&corev1.Pod{}).
-		// Kubernetes mode: the anchors and workflow pods in containerMode.namespace.
+		// Kubernetes mode: the workflow and step pods the hook makes where it works.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(hookPodRunner)).
 		// A changed template makes the pool's runners outdated (status.outdated).
 		Watches(&v1alpha1.RunnerPool{}, handler.EnqueueRequestsFromMapFunc(r.poolRunners),

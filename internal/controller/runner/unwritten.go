@@ -56,6 +56,9 @@ type unwritten struct {
 
 	pod          string
 	templateHash string
+	// containerHook is the hook slot claimed for the runner (Kubernetes mode): the claim
+	// itself is on the slot's ServiceAccount, and the pod's environment names it.
+	containerHook *v1alpha1.RunnerContainerHook
 }
 
 // unwrittenStatus holds unwritten, by namespace and name, for every runner whose
@@ -102,6 +105,11 @@ func (u *unwrittenStatus) rememberPod(rn *v1alpha1.Runner, st *v1alpha1.RunnerSt
 	e.pod, e.templateHash = st.PodName, st.TemplateHash
 }
 
+// rememberContainerHook remembers where the runner's hook works, as set in st.
+func (u *unwrittenStatus) rememberContainerHook(rn *v1alpha1.Runner, st *v1alpha1.RunnerStatus, now time.Time) {
+	u.entry(rn, now).containerHook = st.ContainerHook.DeepCopy()
+}
+
 func (u *unwrittenStatus) forget(key types.NamespacedName) { u.m.Delete(key) }
 
 // shownBy reports whether a stored status shows all that is remembered.
@@ -109,7 +117,8 @@ func (e *unwritten) shownBy(st v1alpha1.RunnerStatus) bool {
 	registration := !e.registered || st.RegisteredAt != nil || st.GitHubRunnerID != 0
 	// A recovered registration's pod is unknown until seen: the guard stays till then.
 	pod := st.PodName != "" || (e.pod == "" && !e.recovered)
-	return registration && pod
+	hook := e.containerHook == nil || st.ContainerHook != nil
+	return registration && pod && hook
 }
 
 // applyTo sets in st what is remembered and st does not show: st then reads as it will
@@ -127,6 +136,9 @@ func (e *unwritten) applyTo(st *v1alpha1.RunnerStatus, name string) {
 		if st.TemplateHash == "" {
 			st.TemplateHash = e.templateHash
 		}
+	}
+	if e.containerHook != nil && st.ContainerHook == nil {
+		st.ContainerHook = e.containerHook.DeepCopy()
 	}
 }
 

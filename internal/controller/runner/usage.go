@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/hookrelease"
 	"github.com/gantry-dev/gantry/internal/usage"
 )
 
@@ -154,7 +155,7 @@ func (r *Reconciler) trackUsage(ctx context.Context, s *scope) (reconcile.Result
 	if s.pool.Spec.ContainerMode.IsKubernetes() {
 		if hook := hookOfPod(s.pod); hook != nil {
 			wf := &corev1.Pod{}
-			err := r.Client.Get(ctx, types.NamespacedName{Namespace: hook.Namespace, Name: v1alpha1.WorkflowPodName(s.pod.Name)}, wf)
+			err := r.Client.Get(ctx, types.NamespacedName{Namespace: hook.Namespace, Name: hookrelease.WorkflowPodName(s.pod.Name)}, wf)
 			switch {
 			case err == nil:
 				if e.workflow == nil || e.workflow.name != wf.Name || !e.workflow.created.Equal(wf.CreationTimestamp.Time) {

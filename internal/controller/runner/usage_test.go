@@ -27,6 +27,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/demand"
+	"github.com/gantry-dev/gantry/internal/hookrelease"
 	"github.com/gantry-dev/gantry/internal/usage"
 )
 
@@ -410,7 +411,7 @@ func TestUsageRecordsTheWorkflowPod(t *testing.T) {
 	t0 := clk.Now().Add(-time.Minute)
 	pod := runnerPod(t, c, rn, t0, "250m", "256Mi")
 	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: EnvKubernetesNamespace, Value: "ci-jobs"}}
-	wf := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ci-jobs", Name: v1alpha1.WorkflowPodName(pod.Name), CreationTimestamp: metav1.NewTime(t0.Add(10 * time.Second))},
+	wf := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ci-jobs", Name: hookrelease.WorkflowPodName(pod.Name), CreationTimestamp: metav1.NewTime(t0.Add(10 * time.Second))},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "job", Image: "node:22", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")}}}}}}
 	if err := c.Create(context.Background(), wf); err != nil {

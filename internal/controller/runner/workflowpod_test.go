@@ -65,7 +65,7 @@ func TestWorkflowPodBackstop(t *testing.T) {
 			rn.Status.Conditions = tc.conditions
 			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(pod.DeepCopy(), pool.DeepCopy()).Build()
 			clk := clocktesting.NewFakeClock(deletedAt.Add(tc.since))
-			r := &Reconciler{Client: c, Clock: clk, Events: events.NewFakeRecorder(10), FailedRetention: time.Hour,
+			r := &Reconciler{Client: c, APIReader: c, Clock: clk, Events: events.NewFakeRecorder(10), FailedRetention: time.Hour,
 				Failures: &controller.FailureBackoff{Clock: clk, Threshold: 3}}
 			s := &scope{runner: rn, pool: pool, pod: pod}
 			res, done, err := r.workflowPodBackstop(context.Background(), s)

@@ -16,44 +16,66 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller"
 	"github.com/gantry-dev/gantry/internal/controller/runner"
+	"github.com/gantry-dev/gantry/internal/hookrelease"
 )
 
 // ContainerHookClusterRole is runner.ContainerHookClusterRole, the ClusterRole the
 // controller binds where a hook works.
 const ContainerHookClusterRole = runner.ContainerHookClusterRole
 
-// ContainerHookRules are ContainerHookClusterRole's rules, as shipped.
-var ContainerHookRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "create", "delete"}},
-	{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"get", "create"}},
-	{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get", "list", "watch"}},
-	{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "delete"}},
-}
+// ContainerHookRules are ContainerHookClusterRole's rules, as shipped: exactly the hook's
+// requiredPermissions (hookrelease.Permissions), a rule each, in its order.
+var ContainerHookRules = func() []rbacv1.PolicyRule {
+	var rules []rbacv1.PolicyRule
+	for _, p := range hookrelease.Permissions {
+		res := p.Resource
+		if p.Subresource != "" {
+			res += "/" + p.Subresource
+		}
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{p.Group}, Resources: []string{res}, Verbs: slices.Clone(p.Verbs)})
+	}
+	return rules
+}()
+
+// ReasonIgnoredField is the reason of the Warning event a pool gets, once per generation,
+// for a field Gantry keeps in its API but ignores: containerMode.useKubeScheduler.
+const ReasonIgnoredField = "IgnoredField"
+
+// useKubeSchedulerIgnored is the message of that event.
+const useKubeSchedulerIgnored = "containerMode.useKubeScheduler is deprecated and ignored: GitHub's container hook " +
+	hookrelease.Release + " never reads ACTIONS_RUNNER_USE_KUBE_SCHEDULER nor the runner pod; the scheduler places every " +
+	"workflow pod, within containerMode.workflowPodTemplate's nodeSelector and tolerations. Remove the field"
 
 // fieldManager names Gantry's server-side applies.
 const fieldManager = "gantry"
 
 // containerModeApplied remembers, per pool UID, the generation whose hook identity and
-// template this process applied: a pool is reconciled at every runner change, and the
-// objects change only with the spec.
+// configuration this process applied: a pool is reconciled at every runner change, and
+// the objects change only with the spec.
 var containerModeApplied sync.Map
+
+// warnIgnoredFields tells the pool's owner, once per generation this process applies,
+// of the fields it sets that Gantry ignores (a Warning event ReasonIgnoredField).
+func (r *Reconciler) warnIgnoredFields(pool *v1alpha1.RunnerPool) {
+	if pool.Spec.ContainerMode.UseKubeScheduler {
+		r.Events.Eventf(pool, nil, corev1.EventTypeWarning, ReasonIgnoredField, "ContainerMode", "%s", useKubeSchedulerIgnored)
+	}
+}
 
 // ensureContainerMode gives a Kubernetes-mode pool what its runners' hook needs, before
 // any runner pod asks for it: in the pool's namespace the ServiceAccount and the
-// ConfigMap with the workflow-pod template (both owned by the pool, so they go with
-// it), and in containerMode.namespace a RoleBinding of ContainerHookClusterRole to that
+// ConfigMap with Gantry's wrapper of the hook and the workflow-pod template
+// (runner.HookConfigData; both owned by the pool, so they go with it), and in containerMode.namespace a RoleBinding of ContainerHookClusterRole to that
 // ServiceAccount (another namespace: it cannot be owned by the pool; drain removes
 // it). Applied with server-side apply once per pool generation. A containerMode.namespace
 // that is the pool's own, that the controller does not watch (WatchedNamespaces: it
-// could not see the anchors and workflow pods there), or that does not exist, is a
+// could not see the workflow pods there), or that does not exist, is a
 // *controller.ConfigError: the pool is not Ready, Degraded, and creates no runner. Pools
 // in other modes: nothing.
 func (r *Reconciler) ensureContainerMode(ctx context.Context, pool *v1alpha1.RunnerPool) error {
@@ -92,19 +114,20 @@ func (r *Reconciler) ensureContainerMode(ctx context.Context, pool *v1alpha1.Run
 		WithName(pool.Name).WithUID(pool.UID).WithController(true).WithBlockOwnerDeletion(true)
 	for what, obj := range map[string]runtime.ApplyConfiguration{
 		"ServiceAccount": hookServiceAccount(pool).WithOwnerReferences(owner),
-		"ConfigMap":      hookTemplateConfigMap(pool).WithOwnerReferences(owner),
+		"ConfigMap":      hookConfigMap(pool).WithOwnerReferences(owner),
 	} {
 		if err := r.Client.Apply(ctx, obj, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
 			return &controller.ConfigError{Reason: v1alpha1.ReasonContainerModeFailed, Message: "applying the container hook's " + what + ": " + err.Error()}
 		}
 	}
 	containerModeApplied.Store(pool.UID, pool.Generation)
+	r.warnIgnoredFields(pool)
 	return nil
 }
 
 // ensureRunnerIsolation is ensureContainerMode for isolation Runner: the runners'
 // hook slots (runner/hookslot.go) are made as runners claim them; the pool gives them
-// the workflow-pod template (a ConfigMap owned by the pool). containerMode.namespace,
+// the hook's configuration (a ConfigMap owned by the pool). containerMode.namespace,
 // whose Pod Security labels the slots' namespaces copy, must exist, and a controller
 // that watches some namespaces only must watch at least the pool's first slot's.
 func (r *Reconciler) ensureRunnerIsolation(ctx context.Context, pool *v1alpha1.RunnerPool) error {
@@ -128,10 +151,11 @@ func (r *Reconciler) ensureRunnerIsolation(ctx context.Context, pool *v1alpha1.R
 	}
 	owner := metav1ac.OwnerReference().WithAPIVersion(v1alpha1.GroupVersion.String()).WithKind("RunnerPool").
 		WithName(pool.Name).WithUID(pool.UID).WithController(true).WithBlockOwnerDeletion(true)
-	if err := r.Client.Apply(ctx, hookTemplateConfigMap(pool).WithOwnerReferences(owner), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+	if err := r.Client.Apply(ctx, hookConfigMap(pool).WithOwnerReferences(owner), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
 		return &controller.ConfigError{Reason: v1alpha1.ReasonContainerModeFailed, Message: "applying the container hook's ConfigMap: " + err.Error()}
 	}
 	containerModeApplied.Store(pool.UID, pool.Generation)
+	r.warnIgnoredFields(pool)
 	return nil
 }
 
@@ -142,6 +166,9 @@ func (r *Reconciler) ensureRunnerIsolation(ctx context.Context, pool *v1alpha1.R
 func (r *Reconciler) removeContainerMode(ctx context.Context, pool *v1alpha1.RunnerPool) error {
 	containerModeApplied.Delete(pool.UID)
 	hookSlotsPruned.Delete(pool.UID)
+	if r.Slots != nil {
+		r.Slots.Forget(pool.UID)
+	}
 	if !pool.Spec.ContainerMode.IsKubernetes() {
 		return nil
 	}
@@ -170,83 +197,23 @@ func HookRoleBindingName(pool *v1alpha1.RunnerPool) string {
 	return "gantry-container-hook." + pool.Namespace + "." + pool.Name
 }
 
-func hookLabels(pool *v1alpha1.RunnerPool) map[string]string {
-	return map[string]string{
-		v1alpha1.LabelManagedBy:     v1alpha1.ManagedByValue,
-		v1alpha1.LabelPool:          pool.Name,
-		v1alpha1.LabelPoolNamespace: pool.Namespace,
-	}
-}
-
 func hookServiceAccount(pool *v1alpha1.RunnerPool) *corev1ac.ServiceAccountApplyConfiguration {
 	// The runner pod mounts a projected token of its own; nothing else gets one.
 	return corev1ac.ServiceAccount(v1alpha1.ContainerHookServiceAccountName(pool.Name), pool.Namespace).
-		WithLabels(hookLabels(pool)).WithAutomountServiceAccountToken(false)
+		WithLabels(runner.HookLabels(pool)).WithAutomountServiceAccountToken(false)
 }
 
 func hookRoleBinding(pool *v1alpha1.RunnerPool) *rbacv1ac.RoleBindingApplyConfiguration {
 	return rbacv1ac.RoleBinding(HookRoleBindingName(pool), pool.Spec.ContainerMode.Namespace).
-		WithLabels(hookLabels(pool)).
+		WithLabels(runner.HookLabels(pool)).
 		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(ContainerHookClusterRole)).
 		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithNamespace(pool.Namespace).
 			WithName(v1alpha1.ContainerHookServiceAccountName(pool.Name)))
 }
 
-func hookTemplateConfigMap(pool *v1alpha1.RunnerPool) *corev1ac.ConfigMapApplyConfiguration {
+// hookConfigMap is the pool's hook ConfigMap (runner.HookConfigData), which its runner
+// pods mount.
+func hookConfigMap(pool *v1alpha1.RunnerPool) *corev1ac.ConfigMapApplyConfiguration {
 	return corev1ac.ConfigMap(v1alpha1.ContainerHookServiceAccountName(pool.Name), pool.Namespace).
-		WithLabels(hookLabels(pool)).
-		WithData(map[string]string{runner.HookTemplateKey: string(WorkflowPodTemplateYAML(pool))})
-}
-
-// WorkflowPodTemplateYAML is the hook template (ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE)
-// of a Kubernetes-mode pool: a PodTemplateSpec the hook merges into each workflow pod.
-// Gantry's part, which the pool's workflowPodTemplate cannot take away:
-//   - the labels the controller's pod cache and the runner NetworkPolicy select
-//     (app.kubernetes.io/managed-by: gantry, gantry.dev/runner, empty: the hook knows the
-//     runner, by its runner-pod label), the pool and its namespace, and
-//     gantry.dev/container-hook: workflow;
-//   - the runner pod's security defaults: no ServiceAccount token, no Service
-//     variables, seccomp RuntimeDefault and, for the job container, no privilege
-//     escalation, unless the pool's template sets a securityContext.
-func WorkflowPodTemplateYAML(pool *v1alpha1.RunnerPool) []byte {
-	t := pool.Spec.ContainerMode.WorkflowPodTemplate
-	if t == nil {
-		t = &v1alpha1.WorkflowPodTemplate{}
-	}
-	labels := map[string]string{}
-	for k, v := range t.Labels {
-		labels[k] = v
-	}
-	for k, v := range hookLabels(pool) {
-		labels[k] = v
-	}
-	labels[v1alpha1.LabelRunner] = ""
-	labels[v1alpha1.LabelWorkflowPod] = v1alpha1.ContainerHookWorkflow
-	spec := corev1.PodSpec{
-		AutomountServiceAccountToken: ptr.To(false),
-		EnableServiceLinks:           ptr.To(false),
-		NodeSelector:                 t.NodeSelector,
-		Tolerations:                  t.Tolerations,
-		SecurityContext:              t.SecurityContext,
-		PriorityClassName:            t.PriorityClassName,
-		RuntimeClassName:             t.RuntimeClassName,
-	}
-	if spec.SecurityContext == nil {
-		spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
-	}
-	job := corev1.Container{Name: "$job", SecurityContext: t.JobContainerSecurityContext}
-	if job.SecurityContext == nil {
-		job.SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false)}
-	}
-	if t.Resources != nil {
-		job.Resources = *t.Resources
-	}
-	spec.Containers = []corev1.Container{job}
-	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: t.Annotations}, Spec: spec}
-	out, err := yaml.Marshal(tmpl)
-	if err != nil {
-		// A PodTemplateSpec always marshals.
-		panic(err)
-	}
-	return out
+		WithLabels(runner.HookLabels(pool)).WithData(runner.HookConfigData(pool))
 }

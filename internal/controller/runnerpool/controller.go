@@ -75,6 +75,9 @@ type Reconciler struct {
 	// WatchedNamespaces are the namespaces the manager's cache watches (--namespaces);
 	// empty: all. A Kubernetes-mode pool's containerMode.namespace must be among them.
 	WatchedNamespaces []string
+	// Slots is the claim table of the container hook slots, shared with the Runner
+	// reconciler (runner.HookSlots): idle slots are pruned through it; nil: none is.
+	Slots *runner.HookSlots
 
 	expectations  expectations
 	credentials   credentialsGuard

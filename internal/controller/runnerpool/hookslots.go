@@ -3,12 +3,11 @@ package runnerpool
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -31,14 +30,14 @@ var hookSlotsPruned sync.Map
 
 // pruneHookSlots deletes the hook slots of a pool with isolation Runner that have been
 // idle HookSlotIdle: no runner of the pool holds the slot, no pod of the pool has its
-// ServiceAccount, and the ServiceAccount was last written (claimed) that long ago. The
-// ServiceAccount goes first, with its resourceVersion as a precondition, so a runner
-// that claims the slot meanwhile keeps it (the API server refuses one of the two); then
-// the namespace, with everything in it. Looks every hookSlotPruneEvery; other pools:
-// nothing.
+// ServiceAccount, and it was last claimed that long ago (or that long before this
+// process loaded the pool's slots), as the claim table says (runner.HookSlots, shared
+// with the Runner reconciler). The table marks them first, so no runner claims a slot
+// being deleted; the ServiceAccount goes, then the namespace with everything in it.
+// Looks every hookSlotPruneEvery; other pools, or no table: nothing.
 func (r *Reconciler) pruneHookSlots(ctx context.Context, st *state) (reconcile.Result, error) {
 	pool := st.pool
-	if !pool.Spec.ContainerMode.IsolatesRunners() {
+	if !pool.Spec.ContainerMode.IsolatesRunners() || r.Slots == nil {
 		return reconcile.Result{}, nil
 	}
 	now := r.Clock.Now()
@@ -47,14 +46,9 @@ func (r *Reconciler) pruneHookSlots(ctx context.Context, st *state) (reconcile.R
 			return reconcile.Result{RequeueAfter: left}, nil
 		}
 	}
-	var sas corev1.ServiceAccountList
-	if err := r.APIReader.List(ctx, &sas, client.InNamespace(pool.Namespace), runner.HookSlotsOf(pool)); err != nil {
-		return reconcile.Result{}, fmt.Errorf("listing the pool's container hook slots: %w", err)
-	}
-	hookSlotsPruned.Store(pool.UID, now)
-	held := map[string]bool{}
+	live := map[string]bool{}
 	for _, rn := range st.runners {
-		held[rn.Name] = true
+		live[rn.Name] = true
 	}
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(pool.Namespace), client.MatchingLabels{v1alpha1.LabelPool: pool.Name}); err != nil {
@@ -64,26 +58,30 @@ func (r *Reconciler) pruneHookSlots(ctx context.Context, st *state) (reconcile.R
 	for _, p := range pods.Items {
 		mounted[p.Spec.ServiceAccountName] = true
 	}
-	for i := range sas.Items {
-		sa := &sas.Items[i]
-		n, err := strconv.Atoi(sa.Labels[runner.LabelHookSlot])
-		if err != nil || held[sa.Labels[v1alpha1.LabelRunner]] || mounted[sa.Name] || now.Sub(lastWritten(sa)) < HookSlotIdle {
-			continue
-		}
-		err = r.Client.Delete(ctx, sa, client.Preconditions{UID: &sa.UID, ResourceVersion: &sa.ResourceVersion})
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			continue // claimed or removed since the list
-		}
+	idle, err := r.Slots.Prunable(ctx, r.APIReader, pool, now, HookSlotIdle, live, mounted)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("reading the pool's container hook slots: %w", err)
+	}
+	hookSlotsPruned.Store(pool.UID, now)
+	for _, n := range idle {
+		err := r.deleteSlot(ctx, pool, n)
+		r.Slots.Pruned(pool.UID, n, err == nil)
 		if err != nil {
-			return reconcile.Result{}, fmt.Errorf("deleting the idle hook slot %s: %w", sa.Name, err)
-		}
-		ns := v1alpha1.ContainerHookSlotNamespace(pool, n)
-		log.FromContext(ctx).V(1).Info("Deleted an idle container hook slot", "serviceAccount", sa.Name, "namespace", ns)
-		if err := r.deleteSlotNamespace(ctx, pool, ns); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
 	return reconcile.Result{RequeueAfter: hookSlotPruneEvery}, nil
+}
+
+// deleteSlot deletes slot n of pool: its ServiceAccount, then its namespace.
+func (r *Reconciler) deleteSlot(ctx context.Context, pool *v1alpha1.RunnerPool, n int) error {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: pool.Namespace, Name: v1alpha1.ContainerHookSlotServiceAccountName(pool.Name, n)}}
+	if err := r.Client.Delete(ctx, sa); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting the idle hook slot %s: %w", sa.Name, err)
+	}
+	ns := v1alpha1.ContainerHookSlotNamespace(pool, n)
+	log.FromContext(ctx).V(1).Info("Deleting an idle container hook slot", "serviceAccount", sa.Name, "namespace", ns)
+	return r.deleteSlotNamespace(ctx, pool, ns)
 }
 
 // deleteSlotNamespace deletes the hook namespace ns if it is one of pool's.
@@ -99,16 +97,4 @@ func (r *Reconciler) deleteSlotNamespace(ctx context.Context, pool *v1alpha1.Run
 		return fmt.Errorf("deleting the container hook namespace %s: %w", ns, err)
 	}
 	return nil
-}
-
-// lastWritten is when an object was last written, as its managed fields say; its
-// creation when they say nothing.
-func lastWritten(o client.Object) time.Time {
-	t := o.GetCreationTimestamp().Time
-	for _, f := range o.GetManagedFields() {
-		if f.Time != nil && f.Time.After(t) {
-			t = f.Time.Time
-		}
-	}
-	return t
 }

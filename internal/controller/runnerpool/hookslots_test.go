@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -24,58 +23,45 @@ import (
 )
 
 // A hook slot goes once it has been idle HookSlotIdle: no runner of the pool holds it, no
-// pod has its ServiceAccount, and it was last claimed that long ago; its namespace with
-// it. Held, mounted and recently claimed slots stay, and a pool looks again only after
+// pod has its ServiceAccount, and it was last claimed (here: loaded into the claim
+// table) that long ago; its namespace with it. Held and mounted slots stay, a process
+// that just loaded the pool's slots deletes none, and a pool looks again only after
 // hookSlotPruneEvery.
 func TestPruneHookSlots(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	pool := testutil.RunnerPool("ci", "k8s").KubernetesMode("ci-jobs").Obj()
 	pool.UID = "prune-test"
-	slot := func(n int, holder string, claimed time.Duration) *corev1.ServiceAccount {
+	slotLabels := func(n int) map[string]string {
+		return map[string]string{
+			v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelPool: "k8s", v1alpha1.LabelPoolNamespace: "ci",
+			v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookSlot, runner.LabelHookSlot: strconv.Itoa(n),
+		}
+	}
+	slot := func(n int) *corev1.ServiceAccount {
 		return &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
-			Namespace: "ci", Name: v1alpha1.ContainerHookSlotServiceAccountName("k8s", n),
-			// The fake client keeps no managed fields: the claim is the creation here
-			// (TestLastWritten covers managed fields).
-			CreationTimestamp: metav1.NewTime(now.Add(-claimed)),
-			Labels: map[string]string{
-				v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelPool: "k8s", v1alpha1.LabelPoolNamespace: "ci",
-				v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookSlot, runner.LabelHookSlot: strconv.Itoa(n), v1alpha1.LabelRunner: holder,
-			},
-		}}
+			Namespace: "ci", Name: v1alpha1.ContainerHookSlotServiceAccountName("k8s", n), Labels: slotLabels(n)}}
 	}
 	slotNS := func(n int) *corev1.Namespace {
-		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ContainerHookSlotNamespace(pool, n), Labels: map[string]string{
-			v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelPool: "k8s", v1alpha1.LabelPoolNamespace: "ci",
-			v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookSlot}}}
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ContainerHookSlotNamespace(pool, n), Labels: slotLabels(n)}}
 	}
-	live := v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "live"}}
+	live := v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "live", Labels: map[string]string{v1alpha1.LabelPool: "k8s"}},
+		Spec: v1alpha1.RunnerSpec{PoolName: "k8s"},
+		Status: v1alpha1.RunnerStatus{ContainerHook: &v1alpha1.RunnerContainerHook{
+			Namespace: v1alpha1.ContainerHookSlotNamespace(pool, 0), ServiceAccount: v1alpha1.ContainerHookSlotServiceAccountName("k8s", 0)}}}
 	ending := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "ending", Labels: map[string]string{v1alpha1.LabelPool: "k8s"}},
 		Spec: corev1.PodSpec{ServiceAccountName: v1alpha1.ContainerHookSlotServiceAccountName("k8s", 3)}}
-	objs := []client.Object{pool,
-		slot(0, "live", time.Hour), slotNS(0),
-		slot(1, "gone", HookSlotIdle), slotNS(1),
-		slot(2, "gone", HookSlotIdle-time.Minute), slotNS(2),
-		slot(3, "ending", time.Hour), slotNS(3), ending,
-	}
+	objs := []client.Object{pool, live.DeepCopy(), ending, slot(0), slotNS(0), slot(1), slotNS(1), slot(2), slotNS(2), slot(3), slotNS(3)}
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&v1alpha1.Runner{}).Build()
 	clk := clocktesting.NewFakeClock(now)
-	r := &Reconciler{Client: c, APIReader: c, Clock: clk}
+	r := &Reconciler{Client: c, APIReader: c, Clock: clk, Slots: &runner.HookSlots{}}
 	st := &state{pool: pool, runners: []v1alpha1.Runner{live}}
 	t.Cleanup(func() { hookSlotsPruned.Delete(pool.UID) })
-
-	res, err := r.pruneHookSlots(context.Background(), st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res != (reconcile.Result{RequeueAfter: hookSlotPruneEvery}) {
-		t.Errorf("result %+v, want a look again after %s", res, hookSlotPruneEvery)
-	}
 	remaining := func() (sas []string, namespaces []string) {
 		for n := range 4 {
 			if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ci", Name: v1alpha1.ContainerHookSlotServiceAccountName("k8s", n)}, &corev1.ServiceAccount{}); err == nil {
@@ -91,50 +77,33 @@ func TestPruneHookSlots(t *testing.T) {
 		}
 		return sas, namespaces
 	}
-	sas, namespaces := remaining()
-	want := []string{"0", "2", "3"} // held, claimed 9 minutes ago, mounted by a pod
-	if diff := cmp.Diff(want, sas); diff != "" {
-		t.Errorf("slot ServiceAccounts left (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(want, namespaces); diff != "" {
-		t.Errorf("slot namespaces left (-want +got):\n%s", diff)
+	prune := func(wantRequeue time.Duration, wantLeft ...string) {
+		t.Helper()
+		res, err := r.pruneHookSlots(context.Background(), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res != (reconcile.Result{RequeueAfter: wantRequeue}) {
+			t.Errorf("result %+v, want a look again after %s", res, wantRequeue)
+		}
+		sas, namespaces := remaining()
+		if diff := cmp.Diff(wantLeft, sas); diff != "" {
+			t.Errorf("slot ServiceAccounts left (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(wantLeft, namespaces); diff != "" {
+			t.Errorf("slot namespaces left (-want +got):\n%s", diff)
+		}
 	}
 
-	// Two minutes on slot 2 is idle long enough, but the pool looked a moment ago.
-	clk.Step(2 * time.Minute)
-	res, err = r.pruneHookSlots(context.Background(), st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res != (reconcile.Result{RequeueAfter: hookSlotPruneEvery - 2*time.Minute}) {
-		t.Errorf("result %+v, want the rest of %s", res, hookSlotPruneEvery)
-	}
-	if sas, _ := remaining(); len(sas) != 3 {
-		t.Errorf("slots left %v: the pool pruned again before %s", sas, hookSlotPruneEvery)
-	}
+	// Loaded now: none idle yet.
+	prune(hookSlotPruneEvery, "0", "1", "2", "3")
+	// The pool looked a moment ago.
+	clk.Step(hookSlotPruneEvery - time.Minute)
+	prune(time.Minute, "0", "1", "2", "3")
+	// It looks, and nothing has been idle HookSlotIdle yet.
+	clk.Step(time.Minute)
+	prune(hookSlotPruneEvery, "0", "1", "2", "3")
 	clk.Step(hookSlotPruneEvery)
-	if _, err := r.pruneHookSlots(context.Background(), st); err != nil {
-		t.Fatal(err)
-	}
-	if sas, _ := remaining(); !cmp.Equal(sas, []string{"0", "3"}) {
-		t.Errorf("slots left %v, want 0 and 3 once slot 2 was idle %s", sas, HookSlotIdle)
-	}
-}
-
-// An object was last written when its latest managed-fields entry says, else when it was
-// created.
-func TestLastWritten(t *testing.T) {
-	created := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)}}
-	if got := lastWritten(sa); !got.Equal(created) {
-		t.Errorf("no managed fields: %v, want the creation %v", got, created)
-	}
-	sa.ManagedFields = []metav1.ManagedFieldsEntry{
-		{Manager: "gantry", Time: ptr.To(metav1.NewTime(created.Add(3 * time.Minute)))},
-		{Manager: "kubectl", Time: ptr.To(metav1.NewTime(created.Add(time.Minute)))},
-		{Manager: "other"},
-	}
-	if got, want := lastWritten(sa), created.Add(3*time.Minute); !got.Equal(want) {
-		t.Errorf("lastWritten = %v, want the latest entry %v", got, want)
-	}
+	// Slot 0 is held by a live runner, slot 3 mounted by a pod; 1 and 2 go.
+	prune(hookSlotPruneEvery, "0", "3")
 }

@@ -482,14 +482,19 @@ func (l *poolListener) setSession(s v1alpha1.SessionState, reason, msg string) {
 }
 
 // adoptID takes the scale set id recorded in the pool's status when the listener knows
-// none yet (the status was written after the listener started).
-func (l *poolListener) adoptID(id int64) {
+// none yet (the status was written after the listener started), and with it the session
+// recorded beside it: a listener without an id has opened no session, so that one is a
+// previous leader's, to be closed before this listener opens its own.
+func (l *poolListener) adoptID(id int64, session string) {
 	if id == 0 {
 		return
 	}
 	l.mu.Lock()
 	if l.id == 0 {
 		l.id, l.status.ID = id, id
+		if session != "" && l.dead == "" {
+			l.dead, l.status.SessionID = session, session
+		}
 	}
 	l.mu.Unlock()
 }

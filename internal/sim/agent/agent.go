@@ -30,6 +30,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller/runner"
+	"github.com/gantry-dev/gantry/internal/hookrelease"
 	"github.com/gantry-dev/gantry/internal/sim/cluster"
 	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 )
@@ -58,6 +59,11 @@ const (
 	EventWorkflowPodRunning = "workflow-pod-running"
 	// EventWorkflowPodDeleted: that workflow pod is gone from the API server.
 	EventWorkflowPodDeleted = "workflow-pod-deleted"
+	// EventStepPodCreated, EventStepPodRunning and EventStepPodDeleted are the same for
+	// a step pod of runner pod Pod (the hook's pod of an image action).
+	EventStepPodCreated = "step-pod-created"
+	EventStepPodRunning = "step-pod-running"
+	EventStepPodDeleted = "step-pod-deleted"
 )
 
 // Causes of EventKilled.
@@ -98,6 +104,24 @@ type Event struct {
 	// Cause, when the job failed, the hook's or the runner's message.
 	Hooked bool
 	Writes int64
+	// HostPorts, on the created events of pods (EventCreated, EventWorkflowPodCreated,
+	// EventStepPodCreated), is how many hostPorts the pod's containers ask for.
+	HostPorts int
+}
+
+// hostPorts counts the hostPorts p's containers ask for.
+func hostPorts(p *corev1.Pod) int {
+	n := 0
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range cs {
+			for _, port := range c.Ports {
+				if port.HostPort != 0 {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 // Options tune the agents.
@@ -209,7 +233,7 @@ func (a *Agents) Run(ctx context.Context) error {
 		AddFunc: func(obj any) {
 			if p, ok := obj.(*corev1.Pod); ok && isRunnerPod(p) {
 				// When the watch saw it: creationTimestamp has one-second granularity.
-				a.record(Event{Pod: p.Name, Kind: EventCreated, At: time.Now()})
+				a.record(Event{Pod: p.Name, Kind: EventCreated, At: time.Now(), HostPorts: hostPorts(p)})
 				a.consider(ctx, p)
 			}
 		},
@@ -331,14 +355,22 @@ func isRunnerPod(p *corev1.Pod) bool {
 	return p.Labels[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue || mayCarryJITConfig(p)
 }
 
-// workflowPodHandler records the life of the hooks' workflow pods.
+// workflowPodHandler records the life of the hooks' pods: workflow pods and step pods
+// (by name: hookrelease.StepPodPrefix of the runner pod in their runner-pod label).
 func (a *Agents) workflowPodHandler() cache.ResourceEventHandler {
 	var mu sync.Mutex
 	running := map[types.UID]bool{}
+	kind := func(p *corev1.Pod, workflow, step string) string {
+		if strings.HasPrefix(p.Name, hookrelease.StepPodPrefix(p.Labels[LabelRunnerPod])) {
+			return step
+		}
+		return workflow
+	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if p, ok := obj.(*corev1.Pod); ok {
-				a.record(Event{Pod: p.Labels[LabelRunnerPod], Kind: EventWorkflowPodCreated, At: time.Now(), Node: p.Spec.NodeName})
+				a.record(Event{Pod: p.Labels[LabelRunnerPod], Kind: kind(p, EventWorkflowPodCreated, EventStepPodCreated), At: time.Now(),
+					Node: p.Spec.NodeName, HostPorts: hostPorts(p)})
 			}
 		},
 		UpdateFunc: func(_, obj any) {
@@ -351,7 +383,7 @@ func (a *Agents) workflowPodHandler() cache.ResourceEventHandler {
 			running[p.UID] = true
 			mu.Unlock()
 			if first {
-				a.record(Event{Pod: p.Labels[LabelRunnerPod], Kind: EventWorkflowPodRunning, At: time.Now(), Node: p.Spec.NodeName})
+				a.record(Event{Pod: p.Labels[LabelRunnerPod], Kind: kind(p, EventWorkflowPodRunning, EventStepPodRunning), At: time.Now(), Node: p.Spec.NodeName})
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -363,7 +395,7 @@ func (a *Agents) workflowPodHandler() cache.ResourceEventHandler {
 				mu.Lock()
 				delete(running, p.UID)
 				mu.Unlock()
-				a.record(Event{Pod: p.Labels[LabelRunnerPod], Kind: EventWorkflowPodDeleted, At: time.Now(), Node: p.Spec.NodeName})
+				a.record(Event{Pod: p.Labels[LabelRunnerPod], Kind: kind(p, EventWorkflowPodDeleted, EventStepPodDeleted), At: time.Now(), Node: p.Spec.NodeName})
 			}
 		},
 	}
@@ -452,124 +484,6 @@ func (a *Agents) serve(ctx context.Context, p *corev1.Pod, st *agentState, rc *r
 			Cause: done.failure, Hooked: done.hooked, Writes: done.writes})
 		st.job.Store(0)
 		return a.exit(ctx, p, 0)
-	}
-}
-
-// played is how a job ended: the conclusion the runner reports, the message of a
-// failure (the hook's or the runner's), whether the container hook ran it, and how many
-// writes the hook made.
-type played struct {
-	conclusion, failure string
-	hooked              bool
-	writes              int64
-}
-
-// ErrJobContainerRequired is the runner's message for a job without `container:` on a
-// runner with ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER=true.
-const ErrJobContainerRequired = "Jobs without a job container are forbidden on this runner, please add a 'container:' to your job or contact your self-hosted runner administrator."
-
-// playJob runs job j. A runner configured for the container hooks (EnvContainerHooks)
-// runs a job with a container or services through the Kubernetes hook — prepare_job,
-// its step, cleanup_job (which the runner runs whatever happened before) — and fails
-// the job when a hook command fails, as the runner does; any other job is waited out.
-// It returns an error only when the runner itself stops.
-func (a *Agents) playJob(ctx context.Context, p *corev1.Pod, rc *runnerapi.Client, j *runnerapi.Job, setup time.Duration) (played, error) {
-	env, hooked, err := hookEnvOf(p)
-	if err != nil {
-		return played{}, err
-	}
-	if hooked && env.requireJobContainer && j.Container == "" {
-		return played{conclusion: simConclusionFailure, failure: ErrJobContainerRequired}, nil
-	}
-	if !hooked || (j.Container == "" && len(j.Services) == 0) {
-		return played{conclusion: j.Conclusion}, a.runJob(ctx, rc, j, setup)
-	}
-	out := played{conclusion: j.Conclusion, hooked: true}
-	h, err := a.newHook(ctx, p, env)
-	if err != nil {
-		if ctx.Err() != nil {
-			return played{}, ctx.Err()
-		}
-		return played{conclusion: simConclusionFailure, failure: err.Error(), hooked: true}, nil
-	}
-	wp, err := h.prepareJob(ctx, j)
-	if err == nil {
-		err = h.runScriptStep(ctx, wp)
-	}
-	if err == nil {
-		if err := a.runJob(ctx, rc, j, setup); err != nil {
-			return played{}, err // the runner's own failure
-		}
-	}
-	if ctx.Err() != nil {
-		// The runner process is gone: nothing cleans up after it but its controller.
-		return played{}, ctx.Err()
-	}
-	if cerr := h.cleanupJob(ctx); err == nil && cerr != nil {
-		err = fmt.Errorf("cleanup_job: %w", cerr)
-	}
-	if err != nil {
-		out.conclusion, out.failure = simConclusionFailure, err.Error()
-	}
-	out.writes = h.writes.Load()
-	return out, ctx.Err()
-}
-
-// simConclusionFailure is GitHub's conclusion of a failed job.
-const simConclusionFailure = "failure"
-
-// runJob waits for setup and then the job's duration.
-func (a *Agents) runJob(ctx context.Context, _ *runnerapi.Client, j *runnerapi.Job, setup time.Duration) error {
-	done := time.NewTimer(setup + j.Duration())
-	defer done.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-done.C:
-		return nil
-	}
-}
-
-// errRenew is the cause of a job's context ended by a failed renewal.
-type errRenew struct{ err error }
-
-func (e *errRenew) Error() string { return e.err.Error() }
-
-// renewing returns a context of ctx within which the runner renews job j every
-// RenewEvery, as the actions runner renews its job lock for as long as it has the job
-// — through the container hook's commands too — and a stop function that ends it and
-// returns the renewal's error, if one failed.
-func (a *Agents) renewing(ctx context.Context, rc *runnerapi.Client, j *runnerapi.Job) (context.Context, func() error) {
-	if a.opts.RenewEvery <= 0 {
-		return ctx, func() error { return nil }
-	}
-	jctx, cancel := context.WithCancelCause(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(a.opts.RenewEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-jctx.Done():
-				return
-			case <-t.C:
-				if err := rc.RenewJob(jctx, j.ID); err != nil && jctx.Err() == nil {
-					cancel(&errRenew{fmt.Errorf("renewing job %d: %w", j.ID, err)})
-					return
-				}
-			}
-		}
-	}()
-	return jctx, func() error {
-		var re *errRenew
-		failed := errors.As(context.Cause(jctx), &re)
-		cancel(nil)
-		<-done
-		if failed {
-			return re.err
-		}
-		return nil
 	}
 }
 

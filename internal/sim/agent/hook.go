@@ -2,15 +2,11 @@ package agent
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
+	"github.com/gantry-dev/gantry/internal/hookrelease"
 )
 
 // HookPermission is one access the Kubernetes hook asks for: a verb on a resource
@@ -36,58 +32,46 @@ type HookPermission struct {
 	Subresource string
 }
 
-// HookPermissions are the accesses the official Kubernetes hook of the latest release
-// — the no-volume hook, which the official runner image ships as
-// /home/runner/k8s-novolume — checks with SelfSubjectAccessReview before every command
-// (runner-container-hooks packages/k8s, requiredPermissions), and so the verbs a
-// runner's Role must grant for a container job to run. The simulated hook checks
-// exactly these, in this order; it then uses pods create/list/delete (get to wait),
-// pods/exec create (asked per exec by SelfSubjectAccessReview: kwok has no kubelet to
-// exec into) and secrets create/list/delete.
-var HookPermissions = []HookPermission{
-	{"get", "", "pods", ""}, {"list", "", "pods", ""}, {"create", "", "pods", ""}, {"delete", "", "pods", ""},
-	{"get", "", "pods", "exec"}, {"create", "", "pods", "exec"},
-	{"get", "", "pods", "log"}, {"list", "", "pods", "log"}, {"watch", "", "pods", "log"},
-	{"create", "", "secrets", ""}, {"delete", "", "secrets", ""}, {"get", "", "secrets", ""}, {"list", "", "secrets", ""},
-}
+// HookPermissions are the accesses the hook of the release runner images ship — the
+// no-volume hook, /home/runner/k8s-novolume — checks with SelfSubjectAccessReview before
+// every command (hookrelease.Permissions, one per verb, in the hook's order), and so the
+// verbs a runner's Role must grant for a container job to run. The simulated hook checks
+// exactly these; exec is asked per exec by SelfSubjectAccessReview too (kwok has no
+// kubelet to exec into).
+var HookPermissions = func() []HookPermission {
+	var out []HookPermission
+	for _, p := range hookrelease.Permissions {
+		for _, v := range p.Verbs {
+			out = append(out, HookPermission{Verb: v, Group: p.Group, Resource: p.Resource, Subresource: p.Subresource})
+		}
+	}
+	return out
+}()
 
-// VolumeHookPermissions are those of the older hook with the shared work volume (the
-// image's /home/runner/k8s), which runs container steps as batch Jobs: HookPermissions
-// and jobs get/list/create/delete.
+// VolumeHookPermissions are those of the volume hook of v0.7.0 (the image's
+// /home/runner/k8s), which runs container steps as batch Jobs: HookPermissions and jobs
+// get/list/create/delete (v0.7.0 packages/k8s/src/k8s/index.ts requiredPermissions).
 var VolumeHookPermissions = slices.Concat(HookPermissions[:9], []HookPermission{
 	{"get", "batch", "jobs", ""}, {"list", "batch", "jobs", ""}, {"create", "batch", "jobs", ""}, {"delete", "batch", "jobs", ""},
 }, HookPermissions[9:])
 
 // DefaultRunnerImage is the image of the no-volume hook's fs-init container when
 // ACTIONS_RUNNER_IMAGE is unset.
-const DefaultRunnerImage = "ghcr.io/actions/actions-runner:latest"
+const DefaultRunnerImage = hookrelease.DefaultRunnerImage
 
 // Names the hook gives what it creates.
 const (
-	// LabelRunnerPod labels the workflow pod and the hook's Secrets with the runner
-	// pod's name.
-	LabelRunnerPod = "runner-pod"
+	// LabelRunnerPod labels the hook's pods and Secrets with the runner pod's name.
+	LabelRunnerPod = hookrelease.LabelRunnerPod
 	// JobContainerName is the workflow pod's job container.
-	JobContainerName = "job"
+	JobContainerName = hookrelease.JobContainer
 	// containerExtensionPrefix marks a template container merged into the hook's
 	// container of that name ("$job").
-	containerExtensionPrefix = "$"
-	maxPodNameLength         = 63
-	secretSuffixLength       = 8
+	containerExtensionPrefix = hookrelease.ExtensionPrefix
 )
 
 // WorkflowPodName is the workflow pod the hook creates for runner pod runnerPod.
-func WorkflowPodName(runnerPod string) string {
-	const suffix = "-workflow"
-	return truncate(runnerPod, maxPodNameLength-len(suffix)) + suffix
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
-}
+func WorkflowPodName(runnerPod string) string { return hookrelease.WorkflowPodName(runnerPod) }
 
 // errHook is a hook command that failed: the runner fails the job with its message.
 type errHook struct{ msg string }
@@ -265,33 +249,63 @@ func (h *hook) pruneSecrets(ctx context.Context) error {
 	return nil
 }
 
-// prepareJob is the hook's prepare_job: prune what a previous job left, read the
-// template, create the workflow pod (the job container and one container per service)
-// and wait until it runs, then exec into it: the no-volume hook copies the workspace
-// in, and both check whether the job image is alpine. It returns the workflow pod's
-// name.
-func (h *hook) prepareJob(ctx context.Context, j *runnerapi.Job) (string, error) {
-	if err := h.checkPermissions(ctx); err != nil {
-		return "", err
-	}
-	if j.Container == "" {
-		return "", hookFailed("Job Container is required.")
-	}
-	if err := h.prunePods(ctx); err != nil {
-		return "", hookFailed("pruning the runner's pods: %v", err)
-	}
+// prepareJob is prepare_job as the runner runs it: through Gantry's wrapper when the
+// runner pod names it (wrapper.go: no host port, the services' names aliased; after a
+// failure, the hook's cleanup_job at once), then GitHub's hook (hookPrepareJob). It
+// returns the workflow pod's name.
+func (h *hook) prepareJob(ctx context.Context, args prepareJobArgs) (string, error) {
 	raw, err := hookTemplate(ctx, h.admin, h.pod, h.env.template)
 	if err != nil {
 		return "", hookFailed("%v", err)
 	}
-	pod, err := h.workflowPod(ctx, j, raw)
+	if h.env.wrapped {
+		if args, raw, err = wrapPrepareJob(args, raw); err != nil {
+			return "", hookFailed("%v", err)
+		}
+	}
+	name, err := h.hookPrepareJob(ctx, args, raw)
+	if err != nil && h.env.wrapped && ctx.Err() == nil {
+		_ = h.cleanupJob(ctx) // what the hook made before it failed goes now
+	}
+	return name, err
+}
+
+// hookPrepareJob is the hook's prepare_job (hookrelease): prune what a previous job left,
+// make the registry Secret of a job container with credentials, create the workflow pod
+// (the job container and one container per service, the template merged) and wait until
+// it runs, then exec into it: the no-volume hook copies the workspace in and checks its
+// hash, and both check whether the job image is alpine. A refused pod leaves the Secret.
+func (h *hook) hookPrepareJob(ctx context.Context, args prepareJobArgs, template []byte) (string, error) {
+	if err := h.checkPermissions(ctx); err != nil {
+		return "", err
+	}
+	if args.Container == nil {
+		return "", hookFailed(hookrelease.MsgJobContainerRequired)
+	}
+	if err := h.prunePods(ctx); err != nil {
+		return "", hookFailed("pruning the runner's pods: %v", err)
+	}
+	pod, err := h.workflowPod(ctx, args)
 	if err != nil {
 		return "", err
+	}
+	if args.Container.Registry != nil {
+		secret, err := h.kube.CoreV1().Secrets(h.env.namespace).Create(ctx, h.registrySecret(args.Container.Registry), metav1.CreateOptions{})
+		if err != nil {
+			_ = h.prunePods(ctx)
+			return "", hookFailed("%s%s", hookrelease.MsgCreateJobPodFailed, apiMessage(err))
+		}
+		pod.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: secret.Name}}
+	}
+	if len(template) > 0 {
+		if err := mergeTemplate(pod, template); err != nil {
+			return "", hookFailed("merging %s: %v", h.env.template, err)
+		}
 	}
 	created, err := h.kube.CoreV1().Pods(h.env.namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		_ = h.prunePods(ctx)
-		return "", hookFailed("failed to create job pod: %s", apiMessage(err))
+		return "", hookFailed("%s%s", hookrelease.MsgCreateJobPodFailed, apiMessage(err))
 	}
 	if err := h.waitRunning(ctx, created.Name); err != nil {
 		if ctx.Err() == nil {
@@ -299,107 +313,87 @@ func (h *hook) prepareJob(ctx context.Context, j *runnerapi.Job) (string, error)
 		}
 		return "", err
 	}
+	execs := []string{"the alpine check"}
 	if h.env.noVolume {
-		// execCpToPod: the workspace, by tar through exec.
-		if ok, err := h.exec(ctx, created.Name); err != nil || !ok {
-			return "", hookFailed("failed to copy the workspace into pod %s: exec refused (%v)", created.Name, err)
-		}
+		execs = []string{"the workspace copy", "the workspace's hash", "the alpine check"}
 	}
-	// isPodContainerAlpine: a failed exec only means "not alpine".
-	if _, err := h.exec(ctx, created.Name); err != nil {
-		return "", hookFailed("failed to determine if the pod is alpine: %v", err)
+	for i, what := range execs {
+		ok, err := h.exec(ctx, created.Name)
+		switch {
+		case i == len(execs)-1 && err != nil:
+			// isPodContainerAlpine: a refused exec only means "not alpine".
+			return "", hookFailed("failed to determine if the pod is alpine: %v", err)
+		case i < len(execs)-1 && (err != nil || !ok):
+			return "", hookFailed("failed to exec into pod %s for %s: exec refused (%v)", created.Name, what, err)
+		}
 	}
 	return created.Name, nil
 }
 
-// workflowPod builds the workflow pod as the hook does, with the template merged. The
-// volume hook reads its own runner pod to place the workflow pod on the runner's node
-// (nodeName, or node affinity with ACTIONS_RUNNER_USE_KUBE_SCHEDULER) and mounts the
-// runner's work claim; the no-volume hook leaves placement to the scheduler and gives
-// the pod emptyDir volumes that an fs-init container fills.
-func (h *hook) workflowPod(ctx context.Context, j *runnerapi.Job, template []byte) (*corev1.Pod, error) {
+// workflowPod builds the workflow pod as the hook does, before the template. The
+// no-volume hook leaves placement to the scheduler and gives the pod emptyDir volumes
+// that an fs-init container fills (noVolumeWorkflowPod). The volume hook reads its own
+// runner pod to place the workflow pod on the runner's node (nodeName, or node affinity
+// with ACTIONS_RUNNER_USE_KUBE_SCHEDULER) and mounts the runner's work claim.
+func (h *hook) workflowPod(ctx context.Context, args prepareJobArgs) (*corev1.Pod, error) {
+	if h.env.noVolume {
+		return h.noVolumeWorkflowPod(args)
+	}
 	ciEnv := []corev1.EnvVar{{Name: "GITHUB_ACTIONS", Value: "true"}, {Name: "CI", Value: "true"}}
 	vol := "work"
 	jobMounts := []corev1.VolumeMount{{Name: vol, MountPath: "/__w"}, {Name: vol, MountPath: "/__e", SubPath: "externals"},
 		{Name: vol, MountPath: "/github/home", SubPath: "_temp/_github_home"}, {Name: vol, MountPath: "/github/workflow", SubPath: "_temp/_github_workflow"}}
-	serviceMounts := []corev1.VolumeMount{{Name: vol, MountPath: "/__w"}}
-	if h.env.noVolume {
-		jobMounts = []corev1.VolumeMount{{Name: "externals", MountPath: "/__e"}, {Name: "github", MountPath: "/github"}}
-		serviceMounts = nil
-	}
-	containers := []corev1.Container{{Name: JobContainerName, Image: j.Container, Command: []string{"tail"}, Args: []string{"-f", "/dev/null"},
+	containers := []corev1.Container{{Name: JobContainerName, Image: args.Container.Image, Command: []string{"tail"}, Args: []string{"-f", "/dev/null"},
 		Env: ciEnv, VolumeMounts: jobMounts}}
-	for _, n := range slices.Sorted(maps.Keys(j.Services)) {
-		image := j.Services[n]
-		containers = append(containers, corev1.Container{Name: serviceContainerName(image), Image: image, Env: ciEnv, VolumeMounts: serviceMounts})
+	for _, svc := range args.Services {
+		containers = append(containers, corev1.Container{Name: serviceContainerName(svc.Image), Image: svc.Image, Env: ciEnv,
+			VolumeMounts: []corev1.VolumeMount{{Name: vol, MountPath: "/__w"}}})
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: WorkflowPodName(h.env.podName), Namespace: h.env.namespace,
 			Labels: map[string]string{LabelRunnerPod: h.env.podName}, Annotations: map[string]string{}},
 		Spec: corev1.PodSpec{Containers: containers, RestartPolicy: corev1.RestartPolicyNever},
 	}
-	if h.env.noVolume {
-		image := h.env.runnerImage
-		if image == "" {
-			image = DefaultRunnerImage
-		}
-		pod.Spec.InitContainers = []corev1.Container{{Name: "fs-init", Image: image,
-			Command:         []string{"sh", "-c", "sudo mv /home/runner/externals/* /mnt/externals"},
-			SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](1001), RunAsGroup: ptr.To[int64](1001)},
-			VolumeMounts:    []corev1.VolumeMount{{Name: "externals", MountPath: "/mnt/externals"}}}}
-		pod.Spec.Volumes = []corev1.Volume{
-			{Name: "externals", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-			{Name: "github", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	self, err := h.kube.CoreV1().Pods(h.env.namespace).Get(ctx, h.env.podName, metav1.GetOptions{})
+	if err != nil {
+		return nil, hookFailed("reading the runner pod %s: %s", h.env.podName, apiMessage(err))
+	}
+	node := self.Spec.NodeName
+	if node == "" {
+		return nil, hookFailed("Failed to determine node name")
+	}
+	if h.env.useKubeScheduler {
+		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}}
 	} else {
-		self, err := h.kube.CoreV1().Pods(h.env.namespace).Get(ctx, h.env.podName, metav1.GetOptions{})
-		if err != nil {
-			return nil, hookFailed("reading the runner pod %s: %s", h.env.podName, apiMessage(err))
-		}
-		node := self.Spec.NodeName
-		if node == "" {
-			return nil, hookFailed("Failed to determine node name")
-		}
-		if h.env.useKubeScheduler {
-			pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}}
-		} else {
-			pod.Spec.NodeName = node
-		}
-		claim := h.env.claimName
-		if claim == "" {
-			claim = h.env.podName + "-work"
-		}
-		pod.Spec.Volumes = []corev1.Volume{{Name: vol, VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}
+		pod.Spec.NodeName = node
 	}
-	if len(template) > 0 {
-		if err := mergeTemplate(pod, template); err != nil {
-			return nil, hookFailed("merging %s: %v", h.env.template, err)
-		}
+	claim := h.env.claimName
+	if claim == "" {
+		claim = h.env.podName + "-work"
 	}
+	pod.Spec.Volumes = []corev1.Volume{{Name: vol, VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}
 	return pod, nil
 }
 
-// serviceContainerName is the hook's name for a service's container: the image's
-// last path element without its tag.
-func serviceContainerName(image string) string {
-	name := image[strings.LastIndex(image, "/")+1:]
-	name, _, _ = strings.Cut(name, ":")
-	return name
+// waitRunning polls a pod's phase as the hook does (waitForPodPhases) — backing off
+// from 1 s, doubling to at most 20 s — until it runs; Pending (and, for a step pod,
+// Unknown) goes on until the waits add up to more than the prepare-job timeout, any
+// other phase fails at once. So does a failed read: the hook reads the pod and, finding
+// it gone (Gantry deletes a pod that cannot start), fails at once with the last phase it
+// saw and the API server's answer. prepare_job's message starts "pod failed to come
+// online with error: Error: ", a step's does not.
+func (h *hook) waitRunning(ctx context.Context, name string) error {
+	return h.waitPod(ctx, name, "pod failed to come online with error: Error: ", corev1.PodPending)
 }
 
-// waitRunning polls the workflow pod's phase as the hook does (waitForPodPhases) —
-// backing off from 1 s, doubling to at most 20 s — until it runs; Pending goes on until
-// the waits add up to more than the prepare-job timeout, any other phase fails at once.
-// So does a failed read: the hook reads the pod and, finding it gone (Gantry deletes a
-// workflow pod that cannot start), fails at once with the last phase it saw and the
-// API server's answer, and the runner reports the job failed with that message.
-func (h *hook) waitRunning(ctx context.Context, name string) error {
+func (h *hook) waitPod(ctx context.Context, name, prefix string, waitOn ...corev1.PodPhase) error {
 	backoff, waited := time.Second, time.Duration(0)
 	phase := corev1.PodUnknown
 	fail := func() error {
-		return hookFailed("pod failed to come online with error: Error: Pod %s is unhealthy with phase status %s", name, phase)
+		return hookFailed("%sPod %s is unhealthy with phase status %s", prefix, name, phase)
 	}
 	for {
 		p, err := h.kube.CoreV1().Pods(h.env.namespace).Get(ctx, name, metav1.GetOptions{})
@@ -407,17 +401,16 @@ func (h *hook) waitRunning(ctx context.Context, name string) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return hookFailed("pod failed to come online with error: Error: Pod %s is unhealthy with phase status %s: %s", name, phase, apiMessage(err))
+			return hookFailed("%sPod %s is unhealthy with phase status %s: %s", prefix, name, phase, apiMessage(err))
 		}
 		phase = p.Status.Phase
 		if phase == "" {
 			phase = corev1.PodUnknown
 		}
-		switch phase {
-		case corev1.PodRunning:
+		if phase == corev1.PodRunning {
 			return nil
-		case corev1.PodPending:
-		default:
+		}
+		if !slices.Contains(waitOn, phase) {
 			return fail()
 		}
 		t := time.NewTimer(backoff)
@@ -434,46 +427,89 @@ func (h *hook) waitRunning(ctx context.Context, name string) error {
 	}
 }
 
-// runScriptStep is one run_script_step: the permission checks, the step's env Secret
-// (created as the hook creates a step's env Secret, labeled with the runner pod and
-// kept until cleanup_job), and the exec into the job container — asked by
-// SelfSubjectAccessReview, kwok having no kubelet to exec into. The step's time is
-// the caller's to wait.
-func (h *hook) runScriptStep(ctx context.Context, workflowPod string) error {
-	if err := h.checkPermissions(ctx); err != nil {
-		return err
-	}
-	suffix := make([]byte, secretSuffixLength/2)
-	_, _ = rand.Read(suffix)
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:   truncate(h.env.podName, maxPodNameLength-len("-secret-")-secretSuffixLength) + "-secret-" + hex.EncodeToString(suffix),
-			Labels: map[string]string{LabelRunnerPod: h.env.podName}},
-		Immutable: ptr.To(true),
-		Data:      map[string][]byte{"GITHUB_ACTIONS": []byte("true"), "CI": []byte("true")},
-	}
-	if _, err := h.kube.CoreV1().Secrets(h.env.namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		return hookFailed("failed to create the step's env secret: %s", apiMessage(err))
-	}
-	// The step's exec; the no-volume hook then copies the workspace back out.
-	execs := 1
-	if h.env.noVolume {
-		execs = 2
-	}
-	for range execs {
-		ok, err := h.exec(ctx, workflowPod)
+// execAll stands for the hook's execs into pod, in order, each named for its message.
+func (h *hook) execAll(ctx context.Context, pod, failure string, what ...string) error {
+	for _, w := range what {
+		ok, err := h.exec(ctx, pod)
 		if err != nil {
-			return hookFailed("failed to run script step: %v", err)
+			return hookFailed("%s%s: %v", failure, w, err)
 		}
 		if !ok {
-			return hookFailed(`failed to run script step: pods "%s" is forbidden: cannot create resource "pods/exec" in the namespace %q`, workflowPod, h.env.namespace)
+			return hookFailed(`%s%s: pods "%s" is forbidden: cannot create resource "pods/exec" in the namespace %q`, failure, w, pod, h.env.namespace)
 		}
 	}
 	return nil
 }
 
-// cleanupJob is the hook's cleanup_job: the permission checks, then every workflow pod
-// and Secret of the runner deleted.
+// runScriptStep is one run_script_step of the no-volume hook: the permission checks and
+// its execs into the job container (mkdir, the copy of _temp and its hash, the merge, the
+// step's script, the copy of the file commands and its hash); no Secret, the step's
+// environment being in its script. The volume hook execs the script alone. The step's
+// time is the caller's to wait.
+func (h *hook) runScriptStep(ctx context.Context, workflowPod string) error {
+	if err := h.checkPermissions(ctx); err != nil {
+		return err
+	}
+	if !h.env.noVolume {
+		return h.execAll(ctx, workflowPod, hookrelease.MsgContainerStepFailed, "the script")
+	}
+	return h.execAll(ctx, workflowPod, hookrelease.MsgContainerStepFailed,
+		"mkdir", "the copy of _temp", "its hash", "the merge", "the script", "the copy of the file commands", "its hash")
+}
+
+// runContainerStep is run_container_step for an action that runs in a container, as the
+// runner runs it: through Gantry's wrapper when the runner pod names it (which refuses a
+// Dockerfile action, or an image action without an entrypoint, before the hook runs),
+// then GitHub's no-volume hook: the permission checks, its own refusals of both, then a
+// step pod of the image — created, waited for, the workspace copied out of the workflow
+// pod and into it, the entrypoint run, and the pod deleted whatever happened.
+func (h *hook) runContainerStep(ctx context.Context, workflowPod string, step hookContainer) error {
+	if h.env.wrapped {
+		if why := refusedStep(step); why != "" {
+			return hookFailed("%s", why)
+		}
+	}
+	if err := h.checkPermissions(ctx); err != nil {
+		return err
+	}
+	switch {
+	case !h.env.noVolume:
+		return hookFailed("the simulated runner plays the container steps of the no-volume hook only")
+	case step.Dockerfile != "":
+		return hookFailed(hookrelease.MsgDockerfileAction)
+	case step.EntryPoint == "":
+		return hookFailed(hookrelease.MsgNoEntrypoint)
+	}
+	pod := h.stepPod(step)
+	raw, err := hookTemplate(ctx, h.admin, h.pod, h.env.template)
+	if err != nil {
+		return hookFailed("%v", err)
+	}
+	if len(raw) > 0 {
+		if err := mergeTemplate(pod, raw); err != nil {
+			return hookFailed("merging %s: %v", h.env.template, err)
+		}
+	}
+	created, err := h.kube.CoreV1().Pods(h.env.namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return hookFailed("%s%s", hookrelease.MsgContainerStepFailed, apiMessage(err))
+	}
+	defer func() {
+		if ctx.Err() == nil {
+			_ = h.kube.CoreV1().Pods(h.env.namespace).Delete(ctx, created.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		}
+	}()
+	if err := h.waitPod(ctx, created.Name, "", corev1.PodPending, corev1.PodUnknown); err != nil {
+		return err
+	}
+	if err := h.execAll(ctx, workflowPod, hookrelease.MsgContainerStepFailed, "the copy out of the workflow pod", "its hash"); err != nil {
+		return err
+	}
+	return h.execAll(ctx, created.Name, hookrelease.MsgContainerStepFailed, "the copy into the step pod", "its hash", "the entrypoint")
+}
+
+// cleanupJob is the hook's cleanup_job: the permission checks, then every pod and
+// Secret of the runner deleted.
 func (h *hook) cleanupJob(ctx context.Context) error {
 	if err := h.checkPermissions(ctx); err != nil {
 		return err

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -19,8 +20,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	containerhooks "github.com/gantry-dev/gantry/config/container-hooks"
+	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/sim/cluster"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
+	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 )
 
 // hookRules are the Role rules that grant HookPermissions, minus the verbs in drop
@@ -124,6 +127,13 @@ func (w *world) kubelet() *kubelet {
 		}
 	}()
 	return k
+}
+
+// all are the pods it saw, by name.
+func (k *kubelet) all() map[string]corev1.Pod {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return maps.Clone(k.seen)
 }
 
 func (k *kubelet) pod(name string) (corev1.Pod, bool) {
@@ -252,10 +262,11 @@ spec:
 	// namespace defaults, and only the Role let it.
 	eventually(t, "the runner to report the job", func() bool { return completed(a, "r1") != nil })
 	e := completed(a, "r1")
-	// prepare_job: 13 reviews, the pod, 2 execs (copy in, alpine); the step: 13, its
-	// Secret, 2 execs (the step, copy out); cleanup_job: 13, the pod and the Secret.
-	if !e.Hooked || e.Writes != 47 || e.Cause != "" {
-		t.Errorf("completion %+v: want hooked, 47 writes, no failure", e)
+	// prepare_job: 13 reviews, the pod, 3 execs (copy in, its hash, alpine); the step:
+	// 13, 7 execs (mkdir, copy in, hash, merge, the script, copy out, hash) and no Secret;
+	// cleanup_job: 13 and the pod.
+	if !e.Hooked || e.Writes != 51 || e.Cause != "" {
+		t.Errorf("completion %+v: want hooked, 51 writes, no failure", e)
 	}
 	pods, secrets := w.leftovers()
 	if len(pods)+len(secrets) != 0 {
@@ -311,9 +322,9 @@ func TestVolumeHookPlacesTheWorkflowPodOnTheRunnersNode(t *testing.T) {
 				t.Errorf("workflow pod volumes %+v: want the work claim r1-work", v)
 			}
 			// 17 reviews per command; the runner pod read (not a write); the pod, 1+1 execs,
-			// the Secret, 2 deletes.
-			if e := completed(a, "r1"); e.Writes != 57 {
-				t.Errorf("completion %+v: want 57 writes", e)
+			// its delete.
+			if e := completed(a, "r1"); e.Writes != 55 {
+				t.Errorf("completion %+v: want 55 writes", e)
 			}
 		})
 	}
@@ -409,16 +420,16 @@ func TestHookTimesOutAWorkflowPodThatCannotStart(t *testing.T) {
 	}
 }
 
-// A runner killed mid-job cleans nothing: its workflow pod and Secret stay for its
-// controller to delete.
+// A runner killed mid-job cleans nothing: its workflow pod and registry Secret stay for
+// its controller to delete.
 func TestHookKilledMidJobLeavesItsObjects(t *testing.T) {
 	w := newWorld(t, 0)
 	w.hookIdentity("runner-sa", hookRules())
 	w.kubelet()
 	a := w.start(Options{})
-	w.queue(simgithub.JobSpec{Container: "node:22", Duration: simgithub.Duration(time.Hour)})
+	w.queue(simgithub.JobSpec{Container: "node:22", ContainerOptions: &runnerapi.ContainerOptions{Credentials: true}, Duration: simgithub.Duration(time.Hour)})
 	w.runnerPod("r1", "node-a", hooked("runner-sa"))
-	eventually(t, "the step's Secret", func() bool { _, s := w.leftovers(); return len(s) == 1 })
+	eventually(t, "the workflow pod and its registry Secret", func() bool { p, s := w.leftovers(); return len(p) == 1 && len(s) == 1 })
 	if err := env.Client.Delete(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "r1"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -492,6 +503,11 @@ func TestHookEnvOf(t *testing.T) {
 			lit(EnvRequireJobContainer, "true"), lit(EnvClaimName, "work")},
 			want: hookEnv{script: "/home/runner/k8s-novolume/index.js", podName: "r1", namespace: "jobs", useKubeScheduler: true, template: "/t/x.yaml",
 				prepareTimeout: 120 * time.Second, requireJobContainer: true, claimName: "work", noVolume: true}},
+		{name: "Gantry's wrapper", wantOK: true, env: []corev1.EnvVar{lit(EnvContainerHooks, runner.HookWrapperPath),
+			lit(EnvWrappedHook, "/home/runner/k8s-novolume/index.js"), lit(EnvPodName, "r1")},
+			want: hookEnv{script: "/home/runner/k8s-novolume/index.js", podName: "r1", namespace: "ci", prepareTimeout: DefaultPrepareJobTimeout,
+				noVolume: true, wrapped: true}},
+		{name: "Gantry's wrapper without the hook", env: []corev1.EnvVar{lit(EnvContainerHooks, runner.HookWrapperPath)}, wantErr: "without " + EnvWrappedHook},
 		{name: "an invalid timeout keeps the default", wantOK: true, env: []corev1.EnvVar{lit(EnvContainerHooks, "h"), lit(EnvPrepareJobTimeout, "-5")},
 			want: hookEnv{script: "h", namespace: "ci", prepareTimeout: DefaultPrepareJobTimeout}},
 		{name: "other variables from Secrets are not the hook's", wantOK: true, env: []corev1.EnvVar{lit(EnvContainerHooks, "h"), {Name: "ACTIONS_RUNNER_INPUT_JITCONFIG",

@@ -11,44 +11,53 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gantry-dev/gantry/internal/controller/runner"
+	"github.com/gantry-dev/gantry/internal/hookrelease"
 )
 
 // The runner's and the official Kubernetes hook's environment (actions/runner's
-// container hooks ADR; actions/runner-container-hooks packages/k8s).
+// container hooks ADR; hookrelease, the hook's release table).
 const (
 	// EnvContainerHooks names the hook script the runner runs for container jobs; a
 	// runner container that sets it runs jobs' containers through the hook.
-	EnvContainerHooks = "ACTIONS_RUNNER_CONTAINER_HOOKS"
+	EnvContainerHooks = hookrelease.EnvContainerHooks
 	// EnvPodName is the runner pod's own name (the downward API's metadata.name).
-	EnvPodName = "ACTIONS_RUNNER_POD_NAME"
+	EnvPodName = hookrelease.EnvPodName
 	// EnvHookNamespace is where the hook works; default the runner pod's namespace.
-	EnvHookNamespace = "ACTIONS_RUNNER_KUBERNETES_NAMESPACE"
-	// EnvUseKubeScheduler "true" places the workflow pod by node affinity instead of
-	// nodeName.
-	EnvUseKubeScheduler = "ACTIONS_RUNNER_USE_KUBE_SCHEDULER"
-	// EnvHookTemplate is the path of the pod template merged into the workflow pod.
-	EnvHookTemplate = "ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE"
-	// EnvPrepareJobTimeout is how long, in seconds, the hook waits for the workflow pod
-	// to run (default 600).
-	EnvPrepareJobTimeout = "ACTIONS_RUNNER_PREPARE_JOB_TIMEOUT_SECONDS"
+	EnvHookNamespace = hookrelease.EnvNamespace
+	// EnvUseKubeScheduler "true" places the volume hook's workflow pod by node affinity
+	// instead of nodeName; the no-volume hook never reads it.
+	EnvUseKubeScheduler = hookrelease.EnvUseKubeScheduler
+	// EnvHookTemplate is the path of the pod template merged into the hook's pods.
+	EnvHookTemplate = hookrelease.EnvTemplate
+	// EnvPrepareJobTimeout is how long, in seconds, the hook waits for a pod to run
+	// (default 600).
+	EnvPrepareJobTimeout = hookrelease.EnvPrepareJobTimeout
 	// EnvRequireJobContainer "true" makes the runner refuse jobs without `container:`.
-	EnvRequireJobContainer = "ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER"
-	// EnvClaimName names the work volume's claim (default "<runner pod>-work").
-	EnvClaimName = "ACTIONS_RUNNER_CLAIM_NAME"
+	EnvRequireJobContainer = hookrelease.EnvRequireJobContainer
+	// EnvClaimName names the volume hook's work claim (default "<runner pod>-work").
+	EnvClaimName = hookrelease.EnvClaimName
 	// EnvRunnerImage is the image of the no-volume hook's fs-init container.
-	EnvRunnerImage = "ACTIONS_RUNNER_IMAGE"
+	EnvRunnerImage = hookrelease.EnvRunnerImage
+	// EnvWrappedHook is the hook Gantry's wrapper runs, when EnvContainerHooks names the
+	// wrapper (runner.HookWrapperPath).
+	EnvWrappedHook = runner.EnvWrappedHook
 )
 
 // hookVars are the variables the hook reads.
 var hookVars = map[string]bool{EnvContainerHooks: true, EnvPodName: true, EnvHookNamespace: true, EnvUseKubeScheduler: true,
-	EnvHookTemplate: true, EnvPrepareJobTimeout: true, EnvRequireJobContainer: true, EnvClaimName: true, EnvRunnerImage: true}
+	EnvHookTemplate: true, EnvPrepareJobTimeout: true, EnvRequireJobContainer: true, EnvClaimName: true, EnvRunnerImage: true,
+	EnvWrappedHook: true}
 
-// DefaultPrepareJobTimeout is the hook's wait for the workflow pod when
-// EnvPrepareJobTimeout is unset or invalid.
-const DefaultPrepareJobTimeout = 600 * time.Second
+// DefaultPrepareJobTimeout is the hook's wait for a pod when EnvPrepareJobTimeout is
+// unset or invalid.
+const DefaultPrepareJobTimeout = hookrelease.DefaultPrepareJobTimeout
 
 // hookEnv is what the hook reads from its environment.
 type hookEnv struct {
+	// script is GitHub's hook: EnvContainerHooks, or behind Gantry's wrapper
+	// EnvWrappedHook.
 	script              string
 	podName             string
 	namespace           string
@@ -63,6 +72,9 @@ type hookEnv struct {
 	// pod mounts nothing of the runner's, gets the workspace by exec, and is placed by
 	// the scheduler. Any other script plays the older volume hook (/home/runner/k8s).
 	noVolume bool
+	// wrapped: EnvContainerHooks is Gantry's wrapper (runner.HookWrapperPath), which
+	// runs script (wrapper.go).
+	wrapped bool
 }
 
 // hookEnvOf reads the hook's environment as the kubelet sets it in the pod's runner
@@ -90,11 +102,18 @@ func hookEnvOf(p *corev1.Pod) (env hookEnv, ok bool, err error) {
 		if script == "" {
 			continue
 		}
+		wrapped := script == runner.HookWrapperPath
+		if wrapped {
+			if script = vars[EnvWrappedHook]; script == "" {
+				return hookEnv{}, false, fmt.Errorf("container %s runs Gantry's container hook wrapper without %s", c.Name, EnvWrappedHook)
+			}
+		}
 		env = hookEnv{
 			script: script, podName: vars[EnvPodName], namespace: vars[EnvHookNamespace],
 			useKubeScheduler: vars[EnvUseKubeScheduler] == "true", template: vars[EnvHookTemplate],
 			prepareTimeout: DefaultPrepareJobTimeout, requireJobContainer: vars[EnvRequireJobContainer] == "true",
 			claimName: vars[EnvClaimName], runnerImage: vars[EnvRunnerImage], noVolume: path.Base(path.Dir(script)) == "k8s-novolume",
+			wrapped: wrapped,
 		}
 		if env.namespace == "" {
 			// The in-cluster configuration's namespace: the one of the pod's token.

@@ -133,7 +133,7 @@ func jobFromSpec(spec JobSpec) (*job, error) {
 	if spec.Duration < 0 {
 		return nil, errorf(http.StatusUnprocessableEntity, "duration must not be negative")
 	}
-	if err := ValidateContainers(spec.Container, spec.Services); err != nil {
+	if err := ValidateContainers(spec.Container, spec.Services, spec.ContainerOptions); err != nil {
 		return nil, errorf(http.StatusUnprocessableEntity, "%s", err)
 	}
 	name := spec.Name
@@ -142,7 +142,7 @@ func jobFromSpec(spec JobSpec) (*job, error) {
 	}
 	return &job{name: name, labels: slices.Clone(labels), lower: lower, labelKey: key,
 		duration: time.Duration(spec.Duration), conclude: concl, container: spec.Container, services: maps.Clone(spec.Services),
-		status: StatusQueued}, nil
+		containerOptions: spec.ContainerOptions.Clone(), status: StatusQueued}, nil
 }
 
 // newJobLocked adds a job of spec, which jobFromSpec accepted, to run wr.
@@ -161,8 +161,8 @@ func (s *Sim) newJobLocked(wr *workflowRun, spec JobSpec) *job {
 func jobView(j *job) Job {
 	v := Job{ID: j.id, RunID: j.run.id, Repo: j.repo().fullName(), Name: j.name, Labels: slices.Clone(j.labels),
 		Status: j.status, Conclusion: j.conclusion, RunnerID: j.runnerID, RunnerName: j.runnerName,
-		Duration: Duration(j.duration), Container: j.container, Services: maps.Clone(j.services), QueuedAt: j.created, Timeline: slices.Clone(j.events),
-		RunAttempt: j.attempt}
+		Duration: Duration(j.duration), Container: j.container, Services: maps.Clone(j.services), ContainerOptions: j.containerOptions.Clone(),
+		QueuedAt: j.created, Timeline: slices.Clone(j.events), RunAttempt: j.attempt}
 	if j.node != nil {
 		v.Key = j.node.key
 	}

@@ -3,6 +3,8 @@ package github
 import (
 	"fmt"
 	"time"
+
+	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 )
 
 // This file is the simulator's Go API. The admin HTTP API (admin.go) is a thin JSON
@@ -176,6 +178,8 @@ type JobSpec struct {
 	Container string `json:"container,omitempty"`
 	// Services are the job's service containers (`services:`), name → image.
 	Services map[string]string `json:"services,omitempty"`
+	// ContainerOptions: the ports, credentials and container steps of a container job.
+	ContainerOptions *runnerapi.ContainerOptions `json:"container_options,omitempty"`
 	// Key is the job's ID in its workflow (jobs.<job_id>), which Needs name; default its
 	// Name. The copies of a matrix Template are keyed "<key> (i)", and a need naming the
 	// template's key waits for every copy.
@@ -212,11 +216,13 @@ type Job struct {
 	Duration   Duration          `json:"duration"`
 	Container  string            `json:"container,omitempty"`
 	Services   map[string]string `json:"services,omitempty"`
-	QueuedAt   time.Time         `json:"queued_at"`
-	AssignedAt *time.Time        `json:"assigned_at,omitempty"`
-	StartedAt  *time.Time        `json:"started_at,omitempty"`
-	DoneAt     *time.Time        `json:"completed_at,omitempty"`
-	Timeline   []TimelineEvent   `json:"timeline"`
+	// ContainerOptions: as JobSpec's.
+	ContainerOptions *runnerapi.ContainerOptions `json:"container_options,omitempty"`
+	QueuedAt         time.Time                   `json:"queued_at"`
+	AssignedAt       *time.Time                  `json:"assigned_at,omitempty"`
+	StartedAt        *time.Time                  `json:"started_at,omitempty"`
+	DoneAt           *time.Time                  `json:"completed_at,omitempty"`
+	Timeline         []TimelineEvent             `json:"timeline"`
 	// Key is the job's ID in its workflow (JobSpec.Key), RunAttempt the attempt of the
 	// run it belongs to: a re-run job is a new Job of the same Key and a higher attempt.
 	Key        string `json:"key"`

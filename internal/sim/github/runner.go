@@ -207,7 +207,7 @@ func (s *Sim) runnerNextJob(w http.ResponseWriter, r *http.Request, rn *runner) 
 		if j := rn.job; j != nil && j.status != StatusCompleted {
 			out := runnerapi.Job{ID: j.id, RunID: j.run.id, Name: j.name, WorkflowName: j.run.name,
 				Repository: j.repo().fullName(), Labels: j.labels, DurationMS: j.duration.Milliseconds(), Conclusion: j.conclude,
-				Container: j.container, Services: maps.Clone(j.services)}
+				Container: j.container, Services: maps.Clone(j.services), ContainerOptions: j.containerOptions.Clone()}
 			s.unlock()
 			writeJSON(w, http.StatusOK, out)
 			return nil

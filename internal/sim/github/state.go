@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 )
 
 // scopeKind is the level a runner, a token or a runner group belongs to.
@@ -363,29 +365,31 @@ func (wr *workflowRun) status() (status, conclusion string) {
 
 // job is one workflow job.
 type job struct {
-	id         int64
-	run        *workflowRun
-	name       string
-	labels     []string
-	lower      []string // lower-case, deduplicated, sorted
-	labelKey   string
-	duration   time.Duration
-	conclude   string            // conclusion the runner reports
-	container  string            // the job container's image, "" for none
-	services   map[string]string // service name → image
-	status     string
-	conclusion string
-	runner     *runner
-	runnerID   int64
-	runnerName string
-	groupID    int64
-	groupName  string
-	created    time.Time
-	assigned   time.Time
-	started    time.Time
-	completed  time.Time
-	events     []TimelineEvent
-	ss         *ssJob // its life with a scale set; nil when none matched it
+	id        int64
+	run       *workflowRun
+	name      string
+	labels    []string
+	lower     []string // lower-case, deduplicated, sorted
+	labelKey  string
+	duration  time.Duration
+	conclude  string            // conclusion the runner reports
+	container string            // the job container's image, "" for none
+	services  map[string]string // service name → image
+	// containerOptions: ports, credentials and container steps (nil: none).
+	containerOptions *runnerapi.ContainerOptions
+	status           string
+	conclusion       string
+	runner           *runner
+	runnerID         int64
+	runnerName       string
+	groupID          int64
+	groupName        string
+	created          time.Time
+	assigned         time.Time
+	started          time.Time
+	completed        time.Time
+	events           []TimelineEvent
+	ss               *ssJob // its life with a scale set; nil when none matched it
 	// node is the job of the run's workflow it executes, attempt the run attempt it
 	// belongs to (rerun_state.go).
 	node    *graphNode

@@ -68,16 +68,17 @@ type kubeAudit struct {
 	collector map[string]int64
 	// poolStatusWrites are the times of each pool's status writes, by namespace/name.
 	poolStatusWrites map[string][]time.Time
-	// records are every request counted, in the log's order, with its time.
-	records []auditRecord
+	// writes are every write made on the controller's behalf, the garbage collector's
+	// deletes in any namespace included, in the log's order (containers.go splits them
+	// by burst).
+	writes []auditWrite
 }
 
-// auditRecord is one request of the audit log: the controller's, or a delete of the
-// garbage collector's.
-type auditRecord struct {
-	at        time.Time
-	key       string // "verb resource[/subresource]"
-	collector bool
+// auditWrite is one write of the audit log.
+type auditWrite struct {
+	at                 time.Time
+	verb, resource, ns string
+	collector          bool
 }
 
 // auditEvent is the part of an audit.k8s.io/v1 Event counted.
@@ -124,10 +125,11 @@ func readAudit(path string) (kubeAudit, error) {
 
 func (a *kubeAudit) add(ev auditEvent) {
 	if ev.User.Username == cluster.CollectorUser {
-		if ev.ObjectRef != nil && ev.ObjectRef.Namespace == namespace && isWrite(ev.Verb) {
-			key := ev.Verb + " " + ev.ObjectRef.Resource
-			a.collector[key]++
-			a.records = append(a.records, auditRecord{at: ev.StageTimestamp, key: key, collector: true})
+		if ev.ObjectRef != nil && isWrite(ev.Verb) {
+			a.writes = append(a.writes, auditWrite{at: ev.StageTimestamp, verb: ev.Verb, resource: ev.ObjectRef.Resource, ns: ev.ObjectRef.Namespace, collector: true})
+			if ev.ObjectRef.Namespace == namespace {
+				a.collector[ev.Verb+" "+ev.ObjectRef.Resource]++
+			}
 		}
 		return
 	}
@@ -140,7 +142,9 @@ func (a *kubeAudit) add(ev auditEvent) {
 		res += "/" + ev.ObjectRef.Subresource
 	}
 	a.requests[ev.Verb+" "+res]++
-	a.records = append(a.records, auditRecord{at: ev.StageTimestamp, key: ev.Verb + " " + res})
+	if isWrite(ev.Verb) {
+		a.writes = append(a.writes, auditWrite{at: ev.StageTimestamp, verb: ev.Verb, resource: res, ns: ev.ObjectRef.Namespace})
+	}
 	if res == "runnerpools/status" && isWrite(ev.Verb) {
 		k := ev.ObjectRef.Namespace + "/" + ev.ObjectRef.Name
 		a.poolStatusWrites[k] = append(a.poolStatusWrites[k], ev.StageTimestamp)
@@ -192,12 +196,11 @@ func (a kubeAudit) kubeAPI(jobs, pools int, start, end time.Time) *KubeAPI {
 	}
 	if !start.IsZero() {
 		var startup, during int64
-		for _, r := range a.records {
-			verb, _ := splitKey(r.key)
+		for _, w := range a.writes {
 			switch {
-			case !isWrite(verb):
-			case r.at.Before(start):
-				if !r.collector {
+			case w.collector && w.ns != namespace: // as CollectorDeletes: the run's namespace
+			case w.at.Before(start):
+				if !w.collector {
 					startup++
 				}
 			default: // to the end of the log: the controller is stopped before it is read
@@ -212,21 +215,22 @@ func (a kubeAudit) kubeAPI(jobs, pools int, start, end time.Time) *KubeAPI {
 	return k
 }
 
-// window counts, by "verb resource", the controller's requests and the garbage
-// collector's deletes made from from to to (both included).
-func (a kubeAudit) window(from, to time.Time) (requests, collector map[string]int64) {
-	requests, collector = map[string]int64{}, map[string]int64{}
-	for _, r := range a.records {
-		if r.at.Before(from) || r.at.After(to) {
-			continue
-		}
-		if r.collector {
-			collector[r.key]++
-		} else {
-			requests[r.key]++
+// window counts, by "verb resource", the controller's writes and the garbage
+// collector's deletes in the run's namespace made from from to to (both included).
+func (a kubeAudit) window(from, to time.Time) (writes, collector map[string]int64) {
+	writes, collector = map[string]int64{}, map[string]int64{}
+	for _, w := range a.writes {
+		switch {
+		case w.at.Before(from) || w.at.After(to):
+		case w.collector:
+			if w.ns == namespace {
+				collector[w.verb+" "+w.resource]++
+			}
+		default:
+			writes[w.verb+" "+w.resource]++
 		}
 	}
-	return requests, collector
+	return writes, collector
 }
 
 func splitKey(key string) (verb, rest string) {

@@ -81,6 +81,13 @@ type Figures struct {
 	RunnerPodStartP99   *float64 `json:"runner_pod_start_p99,omitempty"`
 	ContainerJobsSlow   *int     `json:"container_jobs_failed_slow,omitempty"`
 	HookWritesPerJob    *float64 `json:"hook_writes_per_job,omitempty"`
+	// The pods with a hostPort, the port-mapped jobs not green, and the writes per job
+	// on the controller's behalf of the first burst (new hook slots included) and of the
+	// second (the first's slots reused).
+	PodsWithHostPort        *int     `json:"pods_with_host_port,omitempty"`
+	PortMappedJobsFailed    *int     `json:"port_mapped_jobs_failed,omitempty"`
+	FirstBurstWritesPerJob  *float64 `json:"first_burst_writes_per_job,omitempty"`
+	SecondBurstWritesPerJob *float64 `json:"second_burst_writes_per_job,omitempty"`
 	// Disruptions (report.json's disruptions): busy runners a drain or consolidation
 	// killed, jobs the infrastructure killed that did not end green on one re-run, jobs
 	// re-run twice, failures of the jobs' own re-run, and the longest a drain went on
@@ -153,6 +160,14 @@ func FiguresOf(r *Report) Figures {
 		slow := len(c.JobsFailed) - c.JobsFailedFast
 		f.WorkflowPodStartP99, f.RunnerPodStartP99 = val(c.WorkflowPodStart.P99), val(c.RunnerPodStart.P99)
 		f.ContainerJobsSlow, f.HookWritesPerJob = &slow, val(c.HookWritesPerJob)
+		failed := c.PortMappedJobs - c.PortMappedJobsGreen
+		f.PodsWithHostPort, f.PortMappedJobsFailed = &c.PodsWithHostPort, &failed
+		if len(c.Bursts) > 0 {
+			f.FirstBurstWritesPerJob = val(c.Bursts[0].WritesPerJob)
+		}
+		if len(c.Bursts) > 1 {
+			f.SecondBurstWritesPerJob = val(c.Bursts[1].WritesPerJob)
+		}
 	}
 	if d := r.Disruptions; d != nil {
 		f.VoluntaryKills, f.JobsRerunTwice, f.OwnFailuresRerun = &d.BusyRunnersKilledVoluntarily, &d.JobsRerunTwice, &d.JobsFailedOnTheirOwnRerun
@@ -258,6 +273,10 @@ var figures = []figure{
 	{name: "runner pod start p99 (s)", value: func(f Figures) *float64 { return f.RunnerPodStartP99 }},
 	{name: "container jobs failed slow", value: func(f Figures) *float64 { return intPtr(f.ContainerJobsSlow) }},
 	{name: "hook writes per job", value: func(f Figures) *float64 { return f.HookWritesPerJob }},
+	{name: "pods with a hostPort", value: func(f Figures) *float64 { return intPtr(f.PodsWithHostPort) }},
+	{name: "port-mapped jobs failed", value: func(f Figures) *float64 { return intPtr(f.PortMappedJobsFailed) }},
+	{name: "writes per job, first burst", value: func(f Figures) *float64 { return f.FirstBurstWritesPerJob }},
+	{name: "writes per job, slots reused", value: func(f Figures) *float64 { return f.SecondBurstWritesPerJob }},
 	{name: "busy runners killed by a drain", value: func(f Figures) *float64 { return intPtr(f.VoluntaryKills) }},
 	{name: "killed jobs not green on one re-run", value: func(f Figures) *float64 { return intPtr(f.KilledNotRerunGreen) }},
 	{name: "jobs re-run twice", value: func(f Figures) *float64 { return intPtr(f.JobsRerunTwice) }},

@@ -97,10 +97,19 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 	var jobs []simgithub.Job
 	var finished bool
 	var lastDone time.Time
+	var secondBurstAt time.Time
 	if p := sc.Pipeline; p != nil {
 		// Runs whose job the infrastructure killed complete, and may then be re-run.
 		jobs, finished, lastDone = waitRuns(ctx, w.sim, p.Runs, sc.rerunSettle(), start.Add(sc.Timeout))
 	} else {
+		jobs, finished, lastDone = waitJobs(ctx, w.sim, 0, len(queued), start.Add(sc.Timeout))
+	}
+	if finished && sc.ContainerJobs != nil && sc.ContainerJobs.SecondBurst > 0 {
+		more, at, err := queueSecondBurst(ctx, w, sc, seed, start.Add(sc.Timeout), out)
+		if err != nil {
+			return reportInputs{}, err
+		}
+		queued, secondBurstAt = append(queued, more...), at
 		jobs, finished, lastDone = waitJobs(ctx, w.sim, 0, len(queued), start.Add(sc.Timeout))
 	}
 	// The schedule ends with the workload at the latest; a step still ahead is
@@ -160,7 +169,7 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 		calls: w.sim.CallCounts(), deliveries: w.sim.Deliveries(), samples: smp.samples(), finished: finished, lastJobDone: lastDone,
 		drained: drained, drainedAt: drainedAt, injections: injections, lostNodePods: lostNodePods,
 		leftover: leftovers(ctx, w.cl.Client, w.sim), cpu: processCPU(),
-		sessions: sessions, idle: idle, caches: caches, runnerFailures: w.runners.failed(),
+		sessions: sessions, idle: idle, caches: caches, runnerFailures: w.runners.failed(), secondBurstAt: secondBurstAt,
 		restart: restart, launched: w.ctrl.launchedAt(),
 	}
 	if sc.Fleet != nil {

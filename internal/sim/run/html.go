@@ -173,7 +173,7 @@ floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared m
 <tr><th>controller's Kubernetes API writes per job</th><td>{{.KubeWritesPerJob}} (requests by method: {{range $k, $v := .Controller.KubeAPIRequests}}{{$k}} {{$v}} {{end}})</td></tr>
 {{with .KubeAPI}}<tr><th>controller's requests, as the kube-apiserver recorded them</th><td>writes per job {{.WritesPerJob}}, uncached reads per job {{.UncachedReadsPerJob}}; pool status writes {{.PoolStatusWrites}} ({{.PoolStatusWritesPerSecond}}/s per pool while jobs ran, {{.PoolStatusWritesPeak}}/s in the busiest 10 s)<br>{{range $k, $v := .Requests}}{{$k}} {{$v}}; {{end}}</td></tr>{{end}}
 {{with .KubeAPI}}<tr><th>garbage collector's deletes on the controller's behalf</th><td>{{.CollectorDeletesPerJob}} per job ({{range $k, $v := .CollectorDeletes}}{{$k}} {{$v}}; {{end}}); every write on the controller's behalf: {{.AllWritesPerJob}} per job</td></tr>{{end}}
-<tr><th>left over</th><td>runners {{.Leftover.Runners}}, pods {{.Leftover.Pods}}, secrets {{.Leftover.Secrets}}, GitHub runners {{.Leftover.GitHubRunners}}{{if .ContainerJobs}}, workflow pods {{.Leftover.WorkflowPods}}, hook Secrets {{.Leftover.HookSecrets}}{{end}}</td></tr>
+<tr><th>left over</th><td>runners {{.Leftover.Runners}}, pods {{.Leftover.Pods}}, secrets {{.Leftover.Secrets}}, GitHub runners {{.Leftover.GitHubRunners}}{{if .ContainerJobs}}, workflow pods {{.Leftover.WorkflowPods}}, step pods {{.Leftover.StepPods}}, hook Secrets {{.Leftover.HookSecrets}}{{end}}</td></tr>
 <tr><th>busy runners killed</th><td>{{.BusyRunnersKilled}}</td></tr>
 <tr><th>controller</th><td>{{printf "%.1f" .Controller.CPUSeconds}} CPU-seconds ({{.ControllerCPUPerJob}} ms per job), peak RSS {{printf "%.0f" .PeakRSSMiB}} MiB, {{.Controller.Processes}} process(es)</td></tr>
 <tr><th>CPU-seconds by process</th><td>{{range $k, $v := .CPUSeconds}}{{$k}} {{printf "%.1f" $v}}; {{end}}</td></tr>
@@ -182,11 +182,13 @@ floor's {{index .Floor.LoadAvg 0}} → {{index .Floor.LoadAvg 1}}: on a shared m
 {{with .ContainerJobs}}<h2>Container jobs</h2>
 <p>The pool runs in Kubernetes mode: each job's container and services ran in a workflow pod that the runner's container hook created in namespace <code>{{.Namespace}}</code>, with the runner pod's own ServiceAccount token.</p>
 <table>
-<tr><th>jobs run through the hook</th><td class="n">{{.JobsHooked}}</td><td>{{.WorkflowPods}} workflow pods created</td></tr>
+<tr><th>jobs run through the hook</th><td class="n">{{.JobsHooked}}</td><td>{{.WorkflowPods}} workflow pods and {{.StepPods}} step pods created, {{.PodsWithHostPort}} pods with a hostPort; port-mapped jobs green: {{.PortMappedJobsGreen}} of {{.PortMappedJobs}}</td></tr>
 <tr><th>workflow pod start (s)</th><td class="n">{{.WorkflowPodStart.P50}} / {{.WorkflowPodStart.P99}}</td><td>p50 / p99, created → Running (max {{.WorkflowPodStart.Max}})</td></tr>
 <tr><th>runner pod start (s)</th><td class="n">{{.RunnerPodStart.P50}} / {{.RunnerPodStart.P99}}</td><td>p50 / p99, measured alike (max {{.RunnerPodStart.Max}})</td></tr>
 <tr><th>failed jobs</th><td class="n">{{len .JobsFailed}}</td><td>{{.JobsFailedFast}} ended before the hook's own timeout of {{.PrepareJobTimeoutSeconds}} s (the pool's image pull grace period: {{.ImagePullGracePeriodSeconds}} s)</td></tr>
-<tr><th>left over</th><td class="n">{{$.Leftover.WorkflowPods}} / {{$.Leftover.HookSecrets}}</td><td>workflow pods / hook Secrets, in any namespace, after the pool drained</td></tr>
+<tr><th>left over</th><td class="n">{{$.Leftover.WorkflowPods}} / {{$.Leftover.StepPods}} / {{$.Leftover.HookSecrets}}</td><td>workflow pods / step pods / hook Secrets, in any namespace, after the pool drained</td></tr>
+{{range $i, $b := .Bursts}}<tr><th>burst {{$i}}: writes per job</th><td class="n">{{$b.WritesPerJob}}</td><td>on the controller's behalf, garbage collector included, over {{$b.Jobs}} jobs: {{$b.JobWritesPerJob}} the job's own, {{$b.SlotWritesPerJob}} making {{$b.NewSlots}} new hook slots</td></tr>
+{{end}}
 <tr><th>Kubernetes writes per job</th><td class="n">{{.KubeWritesPerJob}}</td><td>the controller's {{$.KubeWritesPerJob}} and the hooks' ({{.HookWritesPerJob}} per job they ran: permission reviews, pods, Secrets, execs, deletes)</td></tr>
 </table>
 {{if .JobsFailed}}<table><tr><th>job</th><th>image</th><th>runner</th><th>ended after (s)</th><th>reason</th></tr>

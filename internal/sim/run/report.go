@@ -36,10 +36,13 @@ import (
 // kube_api.all_writes_per_job and kube_api_writes_per_job_with_collector.
 // Version 11 added container_jobs and leftover.workflow_pods and leftover.hook_secrets.
 // Version 12 added disruptions, and left jobs skipped (a job they needed failed) out of
-// pickups and jobs never picked up. Version 13 added usage. Version 14 added fleet,
-// sessions.seconds_from_start, kube_api.startup_writes and
+// pickups and jobs never picked up.
+// Version 13 added usage.
+// Version 14 added leftover.step_pods and container_jobs' step_pods, pods_with_host_port,
+// port_mapped_jobs, port_mapped_jobs_green and bursts.
+// Version 15 added fleet, sessions.seconds_from_start, kube_api.startup_writes and
 // kube_api.workload_writes_per_job.
-const SchemaVersion = 14
+const SchemaVersion = 15
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -55,15 +58,16 @@ type Leftover struct {
 	Pods          int `json:"pods"`
 	Secrets       int `json:"secrets"`
 	GitHubRunners int `json:"github_runners"`
-	// WorkflowPods and HookSecrets are the container hooks' pods and Secrets (labeled
-	// runner-pod), in any namespace.
+	// WorkflowPods, StepPods and HookSecrets are the container hooks' workflow pods, step
+	// pods and Secrets (labeled runner-pod), in any namespace.
 	WorkflowPods int `json:"workflow_pods"`
+	StepPods     int `json:"step_pods"`
 	HookSecrets  int `json:"hook_secrets"`
 }
 
 // Total is everything left over.
 func (l Leftover) Total() int {
-	return l.Runners + l.Pods + l.Secrets + l.GitHubRunners + l.WorkflowPods + l.HookSecrets
+	return l.Runners + l.Pods + l.Secrets + l.GitHubRunners + l.WorkflowPods + l.StepPods + l.HookSecrets
 }
 
 // Controller is the resource use of the controller's processes (more than one when
@@ -249,6 +253,7 @@ type reportInputs struct {
 	restart                *RestartReport
 	platforms              map[string]int // a fleet's pools by platform
 	launched               time.Time      // the first controller process started
+	secondBurstAt          time.Time      // when a container-jobs scenario's second burst was queued
 	disruptions            disruptionInputs
 	usage                  usageInputs
 }
@@ -286,7 +291,7 @@ func buildReport(sc Scenario, in reportInputs) *Report {
 	if sc.Faults != nil {
 		r.Faults = faultsReport(r, in, failedRunnerLost, lostWithNode)
 	}
-	r.ContainerJobs = containerJobsReport(sc, in.jobs, in.events, in.runnerFailures, r.KubeWritesPerJob)
+	r.ContainerJobs = containerJobsReport(sc, in, r.KubeWritesPerJob)
 	r.Fleet = fleetReport(sc, in, r)
 	if r.Disruptions = disruptionsReport(sc, in); r.Disruptions != nil {
 		// A runner deleted at the pool's bound of a drain's wait is the bound's, by

@@ -21,6 +21,7 @@ import (
 	"github.com/gantry-dev/gantry/internal/sim/cluster"
 	"github.com/gantry-dev/gantry/internal/sim/fault"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
+	"github.com/gantry-dev/gantry/internal/sim/github/runnerapi"
 	"github.com/gantry-dev/gantry/internal/sim/trace"
 )
 
@@ -162,14 +163,44 @@ type ContainerJobsSpec struct {
 	// (`services:`, name → image).
 	Image    string            `json:"image"`
 	Services map[string]string `json:"services,omitempty"`
+	// Ports are the job container's `ports:`, ServicePorts each service's (name →
+	// mappings such as "5432:5432").
+	Ports        []string            `json:"ports,omitempty"`
+	ServicePorts map[string][]string `json:"service_ports,omitempty"`
+	// Credentials gives the job container `credentials:`: the hook makes a registry
+	// Secret for each job.
+	Credentials bool `json:"credentials,omitempty"`
+	// Steps are each job's steps that run a container action (after its script steps).
+	Steps []runnerapi.ContainerStep `json:"steps,omitempty"`
+	// DockerfileEvery gives every n-th job (the 1st, the n+1-th, …) a Dockerfile action
+	// step too, which fails it; 0: none.
+	DockerfileEvery int `json:"dockerfile_every,omitempty"`
 	// UnpullableEvery makes every n-th job's container image one that never pulls (of
 	// cluster.UnpullableRegistry); 0: none.
 	UnpullableEvery int `json:"unpullable_every,omitempty"`
+	// SecondBurst, once the burst's runners are all gone, queues a second burst of that
+	// many jobs alike, on the hook slots the first made (containerMode.isolation Runner
+	// reuses them); 0: none.
+	SecondBurst int `json:"second_burst,omitempty"`
 	// PrepareJobTimeout is containerMode.prepareJobTimeout (0: the API's default), and
 	// ImagePullGracePeriod the pool's recovery.imagePullGracePeriod (0: its default).
 	PrepareJobTimeout    time.Duration `json:"prepare_job_timeout,omitempty"`
 	ImagePullGracePeriod time.Duration `json:"image_pull_grace_period,omitempty"`
 }
+
+// options are the container options of the i-th job (from 0): a Dockerfile action step
+// for every DockerfileEvery-th.
+func (cj *ContainerJobsSpec) options(i int) *runnerapi.ContainerOptions {
+	o := &runnerapi.ContainerOptions{Ports: cj.Ports, ServicePorts: cj.ServicePorts, Credentials: cj.Credentials, Steps: cj.Steps}
+	o = o.Clone()
+	if n := cj.DockerfileEvery; n > 0 && i%n == 0 {
+		o.Steps = append(o.Steps, runnerapi.ContainerStep{Name: "build-image", Action: dockerfileAction})
+	}
+	return o
+}
+
+// dockerfileAction is the Dockerfile action of a scenario's DockerfileEvery-th jobs.
+const dockerfileAction = "acme/build-image@v1"
 
 // unpullable is image moved to the registry that never answers.
 func unpullable(image string) string { return cluster.UnpullableRegistry + "/" + image }
@@ -305,9 +336,13 @@ var Scenarios = withScaleSetVariants(map[string]Scenario{
 	"disruptions-no-rerun": withoutRerun(disruptionsScenario),
 	"disruptions-short":    shortDisruptions(disruptionsScenario),
 	"container-jobs": {
-		Name: "container-jobs", Description: "a burst of 60 container jobs (container node:22, service postgres:17), 10 s each, on a pool in Kubernetes mode (workflow pods in ci-jobs); every 12th job's image never pulls (prepareJobTimeout 2m, imagePullGracePeriod 15s, failed runners kept 20 s)",
+		Name: "container-jobs", Description: "two bursts of 60 container jobs, 10 s each, on a pool in Kubernetes mode (workflow pods in ci-jobs), the second once the first's runners are gone, on the hook slots the first made; each job: container node:22 with registry credentials, services postgres:17 (ports 5432:5432) and redis:7 (no ports), an image action step (docker://alpine:3.20); every 12th job's image never pulls, every 20th job adds a Dockerfile action step (prepareJobTimeout 2m, imagePullGracePeriod 15s, failed runners kept 20 s)",
 		Burst: 60, JobDuration: 10 * time.Second, MaxRunners: 100, Nodes: 6,
-		ContainerJobs: &ContainerJobsSpec{Image: "node:22", Services: map[string]string{"db": "postgres:17"}, UnpullableEvery: 12,
+		ContainerJobs: &ContainerJobsSpec{Image: "node:22", Credentials: true,
+			Services:        map[string]string{"postgres": "postgres:17", "redis": "redis:7"},
+			ServicePorts:    map[string][]string{"postgres": {"5432:5432"}},
+			Steps:           []runnerapi.ContainerStep{{Name: "lint", Image: "alpine:3.20", Entrypoint: "sh"}},
+			UnpullableEvery: 12, DockerfileEvery: 20, SecondBurst: 60,
 			PrepareJobTimeout: 2 * time.Minute, ImagePullGracePeriod: 15 * time.Second},
 		// A runner Gantry failed for its workflow pod is kept 20 s (not 10 minutes), so
 		// that the pool drains within the run.
@@ -464,10 +499,13 @@ func (s Scenario) Validate() error {
 		}
 	}
 	if cj := s.ContainerJobs; cj != nil {
-		if cj.Image == "" || cj.UnpullableEvery < 0 || cj.PrepareJobTimeout < 0 || cj.ImagePullGracePeriod < 0 {
-			errs = append(errs, errors.New("container_jobs needs an image; unpullable_every, prepare_job_timeout and image_pull_grace_period must not be negative"))
+		if cj.Image == "" || cj.UnpullableEvery < 0 || cj.DockerfileEvery < 0 || cj.SecondBurst < 0 || cj.PrepareJobTimeout < 0 || cj.ImagePullGracePeriod < 0 {
+			errs = append(errs, errors.New("container_jobs needs an image; unpullable_every, dockerfile_every, second_burst, prepare_job_timeout and image_pull_grace_period must not be negative"))
 		}
-		if err := simgithub.ValidateContainers(cj.Image, cj.Services); err != nil {
+		if cj.SecondBurst > 0 && s.Burst == 0 {
+			errs = append(errs, errors.New("container_jobs.second_burst follows a burst: set burst"))
+		}
+		if err := simgithub.ValidateContainers(cj.Image, cj.Services, cj.options(0)); err != nil {
 			errs = append(errs, fmt.Errorf("container_jobs: %w", err))
 		}
 		if s.Trace != nil {
@@ -479,7 +517,7 @@ func (s Scenario) Validate() error {
 
 // watchedNamespaces are the namespaces the controller watches (--namespaces): the
 // pools'; nil (every namespace, as the default install) with a Kubernetes-mode pool,
-// whose runners' anchors and workflow pods are in namespaces of their own
+// whose runners' workflow pods are in namespaces of their own
 // (containerMode.isolation Runner).
 func (s Scenario) watchedNamespaces() []string {
 	if s.ContainerJobs != nil {

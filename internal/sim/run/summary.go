@@ -66,9 +66,15 @@ func (r *Report) Summary() string {
 	}
 	fmt.Fprintf(&b, "  left over: runners %d, pods %d, secrets %d, GitHub runners %d\n", r.Leftover.Runners, r.Leftover.Pods, r.Leftover.Secrets, r.Leftover.GitHubRunners)
 	if c := r.ContainerJobs; c != nil {
-		fmt.Fprintf(&b, "  container jobs: %d through the hook, workflow pod start p50 %.2fs p99 %.2fs (runner pods p50 %.2fs p99 %.2fs); %d failed, %d before the hook's %.0fs timeout; left over %d workflow pods, %d hook Secrets; Kubernetes writes per job %.2f (hooks %.2f per job they ran)\n",
+		fmt.Fprintf(&b, "  container jobs: %d through the hook, workflow pod start p50 %.2fs p99 %.2fs (runner pods p50 %.2fs p99 %.2fs); %d failed, %d before the hook's %.0fs timeout; left over %d workflow pods, %d step pods, %d hook Secrets; Kubernetes writes per job %.2f (hooks %.2f per job they ran)\n",
 			c.JobsHooked, c.WorkflowPodStart.P50, c.WorkflowPodStart.P99, c.RunnerPodStart.P50, c.RunnerPodStart.P99,
-			len(c.JobsFailed), c.JobsFailedFast, c.PrepareJobTimeoutSeconds, r.Leftover.WorkflowPods, r.Leftover.HookSecrets, c.KubeWritesPerJob, c.HookWritesPerJob)
+			len(c.JobsFailed), c.JobsFailedFast, c.PrepareJobTimeoutSeconds, r.Leftover.WorkflowPods, r.Leftover.StepPods, r.Leftover.HookSecrets, c.KubeWritesPerJob, c.HookWritesPerJob)
+		fmt.Fprintf(&b, "    %d workflow pods, %d step pods; %d pods with a hostPort; port-mapped jobs: %d of %d green\n",
+			c.WorkflowPods, c.StepPods, c.PodsWithHostPort, c.PortMappedJobsGreen, c.PortMappedJobs)
+		for i, bw := range c.Bursts {
+			fmt.Fprintf(&b, "    burst %d: %d jobs, %.2f writes per job on the controller's behalf = %.2f the job's own + %.2f for %d new hook slots (%s)\n",
+				i+1, bw.Jobs, bw.WritesPerJob, bw.JobWritesPerJob, bw.SlotWritesPerJob, bw.NewSlots, formatCounts(bw.Writes))
+		}
 		for _, f := range c.JobsFailed {
 			fmt.Fprintf(&b, "    job %d (%s) failed after %.1fs: %s\n", f.Job, f.Image, f.Seconds, f.Reason)
 		}

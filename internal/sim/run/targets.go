@@ -63,11 +63,14 @@ type Target struct {
 // fleet.burst.pickup_by_demand_source). The controller's peak memory with 1,000 nodes
 // and 200 pools stays under 160 MiB.
 //
-// container-jobs runs its burst through the Kubernetes hook (issue 28): every job
-// picked up, no workflow pod or hook Secret left over, each job with an image that
-// never pulls ended before the hook's own timeout (prepareJobTimeout), and workflow
+// container-jobs runs its bursts through the Kubernetes hook (issues 28, 37): every job
+// picked up, no workflow pod, step pod or hook Secret left over, each job with an image
+// that never pulls ended before the hook's own timeout (prepareJobTimeout), and workflow
 // pods, which start like runner pods in the simulated cluster (1 s), started within a
-// few seconds at p99 under the burst.
+// few seconds at p99 under the burst. Its port mappings reach the cluster as no hostPort
+// and fail no job; the first burst writes at most 12 times per job on the controller's
+// behalf, new hook slots included, and the second, on the first's slots, at most 8 (the
+// burst's own 8).
 //
 // disruptions (issue 36), on webhook and scale-set pools alike: no busy runner killed
 // by a drain or a consolidation, every job the infrastructure killed green on exactly
@@ -117,6 +120,10 @@ var Targets = []Target{
 	{Scenario: "container-jobs", Figure: "left over", Max: 0},
 	{Scenario: "container-jobs", Figure: "container jobs failed slow", Max: 0},
 	{Scenario: "container-jobs", Figure: "workflow pod start p99 (s)", Max: 5},
+	{Scenario: "container-jobs", Figure: "pods with a hostPort", Max: 0},
+	{Scenario: "container-jobs", Figure: "port-mapped jobs failed", Max: 0},
+	{Scenario: "container-jobs", Figure: "writes per job, first burst", Max: 12},
+	{Scenario: "container-jobs", Figure: "writes per job, slots reused", Max: 8},
 	{Scenario: "disruptions", Figure: "busy runners killed by a drain", Max: 0},
 	{Scenario: "disruptions", Figure: "killed jobs not green on one re-run", Max: 0},
 	{Scenario: "disruptions", Figure: "jobs re-run twice", Max: 0},

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/hookrelease"
 	"github.com/gantry-dev/gantry/internal/sim/agent"
 	"github.com/gantry-dev/gantry/internal/sim/fault"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
@@ -38,14 +39,19 @@ type workload struct {
 	unpullableEvery int
 	// org, when set, is where steady jobs come from (org.go).
 	org *Org
+	// containers, when set, are the container jobs' options (ContainerJobsSpec.options).
+	containers *ContainerJobsSpec
 }
 
 // jobAt is the template job as the i-th job of the workload (from 0): its container
-// image one that never pulls for every unpullableEvery-th.
+// image one that never pulls for every unpullableEvery-th, its container options.
 func (wl workload) jobAt(i int) simgithub.JobSpec {
 	j := wl.job
 	if n := wl.unpullableEvery; n > 0 && j.Container != "" && i%n == n-1 {
 		j.Container = unpullable(j.Container)
+	}
+	if wl.containers != nil {
+		j.ContainerOptions = wl.containers.options(i)
 	}
 	return j
 }
@@ -56,7 +62,7 @@ func (s Scenario) workload() workload {
 		job: simgithub.JobSpec{Repo: org + "/app", Labels: s.jobLabels(), Duration: simgithub.Duration(s.JobDuration)},
 	}
 	if cj := s.ContainerJobs; cj != nil {
-		wl.job.Container, wl.job.Services, wl.unpullableEvery = cj.Image, cj.Services, cj.UnpullableEvery
+		wl.job.Container, wl.job.Services, wl.unpullableEvery, wl.containers = cj.Image, cj.Services, cj.UnpullableEvery, cj
 	}
 	if wl.org = s.Org; wl.org != nil && len(wl.org.Repos) > 0 {
 		wl.job.Repo = org + "/" + wl.org.Repos[0].Name // acme/app is not one of its repositories
@@ -84,8 +90,8 @@ func (s Scenario) workload() workload {
 // job, or those jobs one by one with their labels when the burst is spread over pools.
 func (wl workload) burstRun(i, n int) simgithub.RunSpec {
 	run := simgithub.RunSpec{Repo: wl.job.Repo, Workflow: "CI"}
-	if len(wl.spread) == 0 && wl.unpullableEvery == 0 {
-		run.Matrix, run.Template = n, wl.job
+	if len(wl.spread) == 0 && wl.unpullableEvery == 0 && (wl.containers == nil || wl.containers.DockerfileEvery == 0) {
+		run.Matrix, run.Template = n, wl.jobAt(i)
 		return run
 	}
 	for k := i; k < i+n; k++ {
@@ -280,7 +286,7 @@ func waitDrained(ctx context.Context, c client.Client, runners *runnerWatch, sim
 		if len(runners.runners()) == 0 && len(sim.Runners()) == 0 {
 			var rs v1alpha1.RunnerList
 			if err := c.List(ctx, &rs, client.InNamespace(namespace)); err == nil && len(rs.Items) == 0 {
-				if lo := leftovers(ctx, c, sim); lo.Pods == 0 && lo.Secrets == 0 && lo.WorkflowPods == 0 && lo.HookSecrets == 0 {
+				if lo := leftovers(ctx, c, sim); lo.Pods == 0 && lo.Secrets == 0 && lo.WorkflowPods == 0 && lo.StepPods == 0 && lo.HookSecrets == 0 {
 					return true
 				}
 			}
@@ -301,17 +307,19 @@ func leftovers(ctx context.Context, c client.Client, sim *simgithub.Sim) Leftove
 	if err := c.List(ctx, &pods, client.InNamespace(namespace), managed); err == nil {
 		lo.Pods = len(pods.Items)
 	}
-	// A Kubernetes-mode runner's anchor pod, in containerMode.namespace.
-	if err := c.List(ctx, &pods, client.MatchingLabels{v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookAnchor}); err == nil {
-		lo.Pods += len(pods.Items)
-	}
 	var secrets corev1.SecretList
 	if err := c.List(ctx, &secrets, client.InNamespace(namespace), managed); err == nil {
 		lo.Secrets = len(secrets.Items)
 	}
 	hooks := client.HasLabels{agent.LabelRunnerPod}
 	if err := c.List(ctx, &pods, hooks); err == nil {
-		lo.WorkflowPods = len(pods.Items)
+		for _, p := range pods.Items {
+			if strings.HasPrefix(p.Name, hookrelease.StepPodPrefix(p.Labels[agent.LabelRunnerPod])) {
+				lo.StepPods++
+			} else {
+				lo.WorkflowPods++
+			}
+		}
 	}
 	if err := c.List(ctx, &secrets, hooks); err == nil {
 		lo.HookSecrets = len(secrets.Items)

@@ -182,7 +182,7 @@ func (j Job) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("conclusion must be success, failure or cancelled, got %q", j.Conclusion)) //nolint:misspell // GitHub's spelling
 	}
-	if err := simgithub.ValidateContainers(j.Container, j.Services); err != nil {
+	if err := simgithub.ValidateContainers(j.Container, j.Services, nil); err != nil {
 		errs = append(errs, err)
 	}
 	for _, f := range []struct{ name, v string }{{"workflow", j.Workflow}, {"name", j.Name}, {"branch", j.Branch}, {"run", string(j.Run)}} {

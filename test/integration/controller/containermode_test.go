@@ -36,6 +36,7 @@ import (
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/controller/runnerpool"
+	"github.com/gantry-dev/gantry/internal/hookrelease"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 	"github.com/gantry-dev/gantry/internal/testenv"
 	"github.com/gantry-dev/gantry/internal/testutil"
@@ -43,15 +44,18 @@ import (
 )
 
 // hookPermissions are the SelfSubjectAccessReviews GitHub's no-volume Kubernetes hook
-// makes before each command, in the namespace it works in (the Role of
-// actions/runner-container-hooks packages/k8s-novolume/README.md; packages/k8s checks the
-// same plus batch jobs, which the no-volume variant does not use).
-var hookPermissions = []authorizationv1.ResourceAttributes{
-	{Resource: "pods", Verb: "get"}, {Resource: "pods", Verb: "list"}, {Resource: "pods", Verb: "create"}, {Resource: "pods", Verb: "delete"},
-	{Resource: "pods", Subresource: "exec", Verb: "get"}, {Resource: "pods", Subresource: "exec", Verb: "create"},
-	{Resource: "pods", Subresource: "log", Verb: "get"}, {Resource: "pods", Subresource: "log", Verb: "list"}, {Resource: "pods", Subresource: "log", Verb: "watch"},
-	{Resource: "secrets", Verb: "get"}, {Resource: "secrets", Verb: "list"}, {Resource: "secrets", Verb: "create"}, {Resource: "secrets", Verb: "delete"},
-}
+// makes before each command, in the namespace it works in: requiredPermissions of
+// actions/runner-container-hooks v0.8.1 (packages/k8s/src/k8s/index.ts), as
+// hookrelease.Permissions holds them.
+var hookPermissions = func() []authorizationv1.ResourceAttributes {
+	var out []authorizationv1.ResourceAttributes
+	for _, p := range hookrelease.Permissions {
+		for _, v := range p.Verbs {
+			out = append(out, authorizationv1.ResourceAttributes{Group: p.Group, Resource: p.Resource, Subresource: p.Subresource, Verb: v})
+		}
+	}
+	return out
+}()
 
 var installFence sync.Once
 
@@ -135,6 +139,27 @@ var slotPools = map[string]string{"k8s": "", "missing": "no-such-namespace"}
 func containerModeWorld(t *testing.T, alsoWatched ...string) (*world, string) {
 	t.Helper()
 	installContainerHookFence(t)
+	jobs := jobsNamespace(t)
+	w := &world{t: t, ns: env.Namespace(t), c: env.Client}
+	watched := append([]string{jobs}, alsoWatched...)
+	for name, base := range slotPools {
+		if base == "" {
+			base = jobs
+		}
+		watched = append(watched, slotNamespaces(t, w.ns, name, base)...)
+	}
+	st := stack.Start(t, env, w.ns, stack.Options{
+		Token: testToken, CredentialsSecret: "github-creds", WebhookSecret: webhookSecret,
+		RateLimits: simgithub.RateLimits{Disabled: true}, ExtraNamespaces: watched,
+	})
+	w.sim, w.simURL, w.gantry, w.hookURL = st.Sim, st.SimURL, st.Gantry, st.HookURL
+	return w, jobs
+}
+
+// jobsNamespace is a fresh namespace for containerMode.namespace, labeled with a Pod
+// Security level as the docs ask.
+func jobsNamespace(t *testing.T) string {
+	t.Helper()
 	jobs := env.Namespace(t)
 	nsObj := &corev1.Namespace{}
 	if err := env.Client.Get(context.Background(), types.NamespacedName{Name: jobs}, nsObj); err != nil {
@@ -145,28 +170,24 @@ func containerModeWorld(t *testing.T, alsoWatched ...string) (*world, string) {
 	if err := env.Client.Patch(context.Background(), nsObj, patch); err != nil {
 		t.Fatal(err)
 	}
-	w := &world{t: t, ns: env.Namespace(t), c: env.Client}
-	watched := append([]string{jobs}, alsoWatched...)
-	for name, base := range slotPools {
-		if base == "" {
-			base = jobs
-		}
-		pool := &v1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
-			Spec: v1alpha1.RunnerPoolSpec{ContainerMode: &v1alpha1.ContainerModeSpec{Namespace: base}}}
-		for n := range 4 {
-			slot := v1alpha1.ContainerHookSlotNamespace(pool, n)
-			watched = append(watched, slot)
-			t.Cleanup(func() {
-				_ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: slot}})
-			})
-		}
+	return jobs
+}
+
+// slotNamespaces are the first hook namespaces of pool ns/name with containerMode.namespace
+// jobs, deleted when the test ends (tests share one API server).
+func slotNamespaces(t *testing.T, ns, name, jobs string) []string {
+	t.Helper()
+	pool := &v1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.RunnerPoolSpec{ContainerMode: &v1alpha1.ContainerModeSpec{Namespace: jobs}}}
+	var out []string
+	for n := range 4 {
+		slot := v1alpha1.ContainerHookSlotNamespace(pool, n)
+		out = append(out, slot)
+		t.Cleanup(func() {
+			_ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: slot}})
+		})
 	}
-	st := stack.Start(t, env, w.ns, stack.Options{
-		Token: testToken, CredentialsSecret: "github-creds", WebhookSecret: webhookSecret,
-		RateLimits: simgithub.RateLimits{Disabled: true}, ExtraNamespaces: watched,
-	})
-	w.sim, w.simURL, w.gantry, w.hookURL = st.Sim, st.SimURL, st.Gantry, st.HookURL
-	return w, jobs
+	return out
 }
 
 // boundRunnerPods waits for n runner pods of pool and binds each to node, as the
@@ -242,7 +263,7 @@ func as(t *testing.T, token string) *kubernetes.Clientset {
 // pool's template as the hook merges it.
 func workflowPod(runnerPod, node string, mutate func(*corev1.Pod)) *corev1.Pod {
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.WorkflowPodName(runnerPod), Labels: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Name: hookrelease.WorkflowPodName(runnerPod), Labels: map[string]string{
 			v1alpha1.LabelHookRunnerPod: runnerPod, v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelRunner: "",
 			v1alpha1.LabelWorkflowPod: v1alpha1.ContainerHookWorkflow,
 		}},
@@ -263,11 +284,42 @@ func workflowPod(runnerPod, node string, mutate func(*corev1.Pod)) *corev1.Pod {
 	return p
 }
 
+// stepPod is a step pod the hook creates for an image action of runner pod runnerPod,
+// merged with the pool's template as the hook merges it.
+func stepPod(runnerPod, suffix string) *corev1.Pod {
+	p := workflowPod(runnerPod, "", nil)
+	p.Name = hookrelease.StepPodPrefix(runnerPod) + suffix
+	p.Spec.Containers = []corev1.Container{{Name: "job", Image: "alpine:3.20", Command: []string{"tail"}, Args: []string{"-f", "/dev/null"},
+		SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false)}}}
+	return p
+}
+
+// hookBound sets runner pod pod Running, as a kubelet would, and waits until the hook's
+// role is bound in namespace ns and the namespace has its default ServiceAccount (no
+// kube-controller-manager makes it here: the controller does, once the runner pod
+// runs): the runner's token may make pods there.
+func (w *world) hookBound(pod, ns string) {
+	w.t.Helper()
+	w.setPodRunning(pod)
+	w.eventually("the hook's role bound in "+ns, func() (bool, error) {
+		var rbs rbacv1.RoleBindingList
+		if err := w.c.List(w.ctx(), &rbs, client.InNamespace(ns)); err != nil || len(rbs.Items) == 0 {
+			return false, err
+		}
+		err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
+}
+
+// hookSecret is the registry Secret the hook of runner pod runnerPod makes for a job
+// container's credentials (v0.8.1's createDockerSecret: the only Secret it makes).
 func hookSecret(runnerPod, suffix string) *corev1.Secret {
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: runnerPod + "-secret-" + suffix, Labels: map[string]string{v1alpha1.LabelHookRunnerPod: runnerPod}},
+		ObjectMeta: metav1.ObjectMeta{Name: hookrelease.SecretPrefix(runnerPod) + suffix, Labels: map[string]string{v1alpha1.LabelHookRunnerPod: runnerPod}},
 		Immutable:  ptr.To(true),
-		Data:       map[string][]byte{"STEP_ENV": []byte("value")},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(
+			`{"auths":{"ghcr.io":{"username":"octocat","password":"registry-password","auth":"b2N0b2NhdDpyZWdpc3RyeS1wYXNzd29yZA=="}}}`)},
 	}
 }
 
@@ -339,18 +391,19 @@ func testFence(t *testing.T, isolation v1alpha1.ContainerHookIsolation) {
 		t.Fatalf("isolation %s: the runners' hooks work in %s and %s; want %s", isolation, nsA, nsB,
 			map[bool]string{true: "both in " + jobs, false: "namespaces of their own"}[shared])
 	}
+	w.hookBound(a, nsA)
+	w.hookBound(b, nsB)
+	// No pod stands for the runner pod where its hook works: v0.8.1 never reads it.
 	for _, p := range []struct{ pod, ns string }{{a, nsA}, {b, nsB}} {
-		w.eventually("the anchor of "+p.pod+" in "+p.ns, func() (bool, error) {
-			anchor := &corev1.Pod{}
-			err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: p.ns, Name: p.pod}, anchor)
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			return err == nil && anchor.Spec.NodeName == node.Name, err
-		})
+		if err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: p.ns, Name: p.pod}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a pod %s/%s where the hook of runner pod %s works: %v; want none", p.ns, p.pod, p.pod, err)
+		}
 	}
-	// What the other runner's hook made: its workflow pod and a step Secret.
+	// What the other runner's hook made: its workflow pod, a step pod and a Secret.
 	if err := w.c.Create(w.ctx(), func() client.Object { p := workflowPod(b, node.Name, nil); p.Namespace = nsB; return p }()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Create(w.ctx(), func() client.Object { p := stepPod(b, "bbbbbbbb"); p.Namespace = nsB; return p }()); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.c.Create(w.ctx(), func() client.Object { s := hookSecret(b, "bbbbbbbb"); s.Namespace = nsB; return s }()); err != nil {
@@ -382,9 +435,8 @@ func testFence(t *testing.T, isolation v1alpha1.ContainerHookIsolation) {
 		}
 	}
 
-	// Every call the hook makes, in order: the permission checks, its runner pod (the
-	// anchor) for the node, the pruning lists, a step Secret, the workflow pod, exec,
-	// cleanup.
+	// Every call the hook makes, in order: the permission checks, the pruning lists, a
+	// registry Secret, the workflow pod, exec, a step pod and its exec, cleanup.
 	for _, p := range hookPermissions {
 		p.Namespace = nsA
 		r, err := hook.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
@@ -393,20 +445,16 @@ func testFence(t *testing.T, isolation v1alpha1.ContainerHookIsolation) {
 			t.Errorf("SelfSubjectAccessReview %s %s/%s in %s: allowed=%v, err=%v", p.Verb, p.Resource, p.Subresource, nsA, r != nil && r.Status.Allowed, err)
 		}
 	}
-	anchor, err := hook.CoreV1().Pods(nsA).Get(ctx, a, metav1.GetOptions{})
-	allowed("get its runner pod (the anchor)", err)
-	if err == nil && anchor.Spec.NodeName != node.Name {
-		t.Errorf("the anchor of %s is on node %q, want %s (the runner pod's)", a, anchor.Spec.NodeName, node.Name)
-	}
+	var err error
 	_, err = hook.CoreV1().Pods(nsA).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelHookRunnerPod + "=" + a})
 	allowed("list its pods", err)
 	_, err = hook.CoreV1().Secrets(nsA).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelHookRunnerPod + "=" + a})
 	allowed("list its secrets", err)
 	_, err = hook.CoreV1().Secrets(nsA).Create(ctx, hookSecret(a, "0a1b2c3d"), metav1.CreateOptions{})
-	allowed("create a step Secret", err)
+	allowed("create a registry Secret", err)
 	_, err = hook.CoreV1().Pods(nsA).Create(ctx, workflowPod(a, node.Name, nil), metav1.CreateOptions{})
 	allowed("create its workflow pod", err)
-	_, err = hook.CoreV1().Pods(nsA).Get(ctx, v1alpha1.WorkflowPodName(a), metav1.GetOptions{})
+	_, err = hook.CoreV1().Pods(nsA).Get(ctx, hookrelease.WorkflowPodName(a), metav1.GetOptions{})
 	allowed("read its workflow pod's phase", err)
 	// An exec, as the hook runs each step: the API server authorizes and admits it,
 	// then dials the node's kubelet (none here: that part fails for any pod).
@@ -439,10 +487,20 @@ func testFence(t *testing.T, isolation v1alpha1.ContainerHookIsolation) {
 	execRefused := func(err error) bool {
 		return err != nil && strings.HasPrefix(err.Error(), "403 ")
 	}
-	if err := exec(nsA, v1alpha1.WorkflowPodName(a)); err == nil || execRefused(err) {
+	if err := exec(nsA, hookrelease.WorkflowPodName(a)); err == nil || execRefused(err) {
 		t.Errorf("exec into its own workflow pod: want it admitted (then failing to reach a kubelet), got %v", err)
 	}
-	allowed("delete its step Secret", hook.CoreV1().Secrets(nsA).Delete(ctx, a+"-secret-0a1b2c3d", metav1.DeleteOptions{}))
+	// A step pod of an image action: made, waited for, exec'd into, deleted.
+	step := hookrelease.StepPodPrefix(a) + "0a1b2c3d"
+	_, err = hook.CoreV1().Pods(nsA).Create(ctx, stepPod(a, "0a1b2c3d"), metav1.CreateOptions{})
+	allowed("create a step pod", err)
+	_, err = hook.CoreV1().Pods(nsA).Get(ctx, step, metav1.GetOptions{})
+	allowed("read its step pod's phase", err)
+	if err := exec(nsA, step); err == nil || execRefused(err) {
+		t.Errorf("exec into its own step pod: want it admitted (then failing to reach a kubelet), got %v", err)
+	}
+	allowed("delete its step pod", hook.CoreV1().Pods(nsA).Delete(ctx, step, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
+	allowed("delete its registry Secret", hook.CoreV1().Secrets(nsA).Delete(ctx, a+"-secret-0a1b2c3d", metav1.DeleteOptions{}))
 
 	// Reads of the pool's namespace: every Secret there, whatever its name.
 	for _, name := range []string{a, b, "github-creds", "gantry-webhook"} {
@@ -459,7 +517,7 @@ func testFence(t *testing.T, isolation v1alpha1.ContainerHookIsolation) {
 	forbidden("read the other runner's pod (its env names the JIT Secret)", err)
 
 	// Writes: only its own workflow pod, within the namespace's Pod Security level.
-	own := v1alpha1.WorkflowPodName(a)
+	own := hookrelease.WorkflowPodName(a)
 	// Pod Security admission (the namespace enforces baseline) refuses some of these
 	// before the policy does: either says no.
 	bad := []struct {
@@ -497,14 +555,13 @@ func testFence(t *testing.T, isolation v1alpha1.ContainerHookIsolation) {
 	if shared {
 		policySays = []string{"may delete only what it made"}
 	}
-	forbidden("delete its own anchor", hook.CoreV1().Pods(nsA).Delete(ctx, a, metav1.DeleteOptions{}), "may delete only what it made")
-	forbidden("delete the other runner's anchor", hook.CoreV1().Pods(nsB).Delete(ctx, b, metav1.DeleteOptions{}), policySays...)
-	forbidden("delete the other runner's workflow pod", hook.CoreV1().Pods(nsB).Delete(ctx, v1alpha1.WorkflowPodName(b), metav1.DeleteOptions{}), policySays...)
-	forbidden("delete the other runner's step Secret", hook.CoreV1().Secrets(nsB).Delete(ctx, b+"-secret-bbbbbbbb", metav1.DeleteOptions{}), policySays...)
-	if err := exec(nsA, a); !execRefused(err) || !strings.Contains(err.Error(), "may exec only into its workflow pod") {
-		t.Errorf("exec into its anchor: want it refused by the policy, got %v", err)
+	forbidden("delete the other runner's step pod", hook.CoreV1().Pods(nsB).Delete(ctx, hookrelease.StepPodPrefix(b)+"bbbbbbbb", metav1.DeleteOptions{}), policySays...)
+	forbidden("delete the other runner's workflow pod", hook.CoreV1().Pods(nsB).Delete(ctx, hookrelease.WorkflowPodName(b), metav1.DeleteOptions{}), policySays...)
+	forbidden("delete the other runner's Secret", hook.CoreV1().Secrets(nsB).Delete(ctx, b+"-secret-bbbbbbbb", metav1.DeleteOptions{}), policySays...)
+	if err := exec(nsB, hookrelease.StepPodPrefix(b)+"bbbbbbbb"); !execRefused(err) {
+		t.Errorf("exec into the other runner's step pod: want it refused, got %v", err)
 	}
-	if err := exec(nsB, v1alpha1.WorkflowPodName(b)); !execRefused(err) {
+	if err := exec(nsB, hookrelease.WorkflowPodName(b)); !execRefused(err) {
 		t.Errorf("exec into the other runner's workflow pod: want it refused, got %v", err)
 	}
 	if !shared {
@@ -516,11 +573,11 @@ func testFence(t *testing.T, isolation v1alpha1.ContainerHookIsolation) {
 		forbidden("list the other runner's hook Secrets", err)
 		_, err = hook.CoreV1().Secrets(nsB).Watch(ctx, metav1.ListOptions{})
 		forbidden("watch the other runner's hook Secrets", err)
-		_, err = hook.CoreV1().Pods(nsB).Get(ctx, v1alpha1.WorkflowPodName(b), metav1.GetOptions{})
+		_, err = hook.CoreV1().Pods(nsB).Get(ctx, hookrelease.WorkflowPodName(b), metav1.GetOptions{})
 		forbidden("read the other runner's workflow pod", err)
 		_, err = hook.CoreV1().Pods(nsB).List(ctx, metav1.ListOptions{})
 		forbidden("list the other runner's pods", err)
-		err = hook.CoreV1().Pods(nsB).GetLogs(v1alpha1.WorkflowPodName(b), &corev1.PodLogOptions{Container: "job"}).Do(ctx).Error()
+		err = hook.CoreV1().Pods(nsB).GetLogs(hookrelease.WorkflowPodName(b), &corev1.PodLogOptions{Container: "job"}).Do(ctx).Error()
 		forbidden("read the other runner's job logs", err)
 		_, err = hook.CoreV1().Secrets(jobs).List(ctx, metav1.ListOptions{})
 		forbidden("list the Secrets of containerMode.namespace itself", err)
@@ -553,7 +610,7 @@ func testFence(t *testing.T, isolation v1alpha1.ContainerHookIsolation) {
 // deleted — the hook's prepare_job then fails at once and the runner reports the job
 // failed and exits by itself. The runner pod is not deleted by the controller (that
 // would leave GitHub to fail the job only after its runner-lost timeout). Once the
-// runner exits, the anchor and the hook's Secrets go too.
+// runner exits, the hook's Secrets go too.
 func TestUnpullableJobImageDeletesTheWorkflowPodNotTheRunnerPod(t *testing.T) {
 	w, jobs := containerModeWorld(t)
 	pool := w.pool("k8s").MinIdle(1).KubernetesMode(jobs).Obj()
@@ -561,18 +618,19 @@ func TestUnpullableJobImageDeletesTheWorkflowPodNotTheRunnerPod(t *testing.T) {
 	w.create(pool)
 	a := w.boundRunnerPods("k8s", 1, "node-a")[0]
 	hns := w.hookNamespace(a)
-	w.setPodRunning(a)
-	w.eventually("the anchor", func() (bool, error) {
-		err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: hns, Name: a}, &corev1.Pod{})
-		return err == nil, client.IgnoreNotFound(err)
-	})
+	w.hookBound(a, hns)
 	hook := as(t, w.runnerToken(a))
 	ctx := w.ctx()
-	if _, err := hook.CoreV1().Secrets(hns).Create(ctx, hookSecret(a, "12345678"), metav1.CreateOptions{}); err != nil {
+	// The registry Secret, which the workflow pod pulls with (v0.8.1's createJobPod).
+	secret := hookSecret(a, "12345678")
+	if _, err := hook.CoreV1().Secrets(hns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const image = "ghcr.io/acme/does-not-exist:1"
-	wf, err := hook.CoreV1().Pods(hns).Create(ctx, workflowPod(a, "node-a", func(p *corev1.Pod) { p.Spec.Containers[0].Image = image }), metav1.CreateOptions{})
+	wf, err := hook.CoreV1().Pods(hns).Create(ctx, workflowPod(a, "node-a", func(p *corev1.Pod) {
+		p.Spec.Containers[0].Image = image
+		p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: secret.Name}}
+	}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -620,7 +678,7 @@ func TestUnpullableJobImageDeletesTheWorkflowPodNotTheRunnerPod(t *testing.T) {
 	}
 
 	w.setPodExitedUnlessGone(a, 0)
-	w.eventually("the anchor and the hook's Secrets gone", func() (bool, error) {
+	w.eventually("the hook's Secrets gone", func() (bool, error) {
 		var pods corev1.PodList
 		if err := w.c.List(w.ctx(), &pods, client.InNamespace(hns)); err != nil {
 			return false, err
@@ -648,18 +706,24 @@ func convert(doc map[string]any, obj client.Object) error {
 	return json.Unmarshal(b, obj)
 }
 
-// Whatever ends a runner, its anchor, its workflow pod and the hook's Secrets go: the
-// hook sets no owner reference, so nothing else would remove them.
+// Whatever ends a runner, its workflow pod, its step pods and the hook's Secrets go: the
+// hook sets no owner reference, so nothing else would. The hook's registry Secret is
+// named in the workflow pod's imagePullSecrets, as v0.8.1 makes it; a runner of a pool
+// that does not require a job container may have run job code next to the token, which
+// can make Secrets the workflow pod does not name.
 func TestHookObjectsGoWhateverEndsTheRunner(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		end  func(w *world, pod string)
+		// noJobContainer: the pool's requireJobContainer is false; then the workflow pod
+		// does not name the Secret.
+		noJobContainer bool
+		end            func(w *world, pod string)
 	}{
-		{"its job done (the runner exits 0)", func(w *world, pod string) {
+		{name: "its job done (the runner exits 0)", end: func(w *world, pod string) {
 			w.setPodRunning(pod)
 			w.setPodExitedUnlessGone(pod, 0)
 		}},
-		{"its pod deleted mid-job", func(w *world, pod string) {
+		{name: "its pod deleted mid-job", end: func(w *world, pod string) {
 			w.setPodRunning(pod)
 			p, err := w.getPod(pod)
 			if err != nil {
@@ -669,25 +733,39 @@ func TestHookObjectsGoWhateverEndsTheRunner(t *testing.T) {
 				w.t.Fatal(err)
 			}
 		}},
+		{name: "a job without a job container done, a Secret of its code's left", noJobContainer: true, end: func(w *world, pod string) {
+			w.setPodRunning(pod)
+			w.setPodExitedUnlessGone(pod, 0)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, jobs := containerModeWorld(t)
-			w.create(w.pool("k8s").MinIdle(1).KubernetesMode(jobs).Obj())
+			pool := w.pool("k8s").MinIdle(1).KubernetesMode(jobs).Obj()
+			if tc.noJobContainer {
+				pool.Spec.ContainerMode.RequireJobContainer = ptr.To(false)
+			}
+			w.create(pool)
 			a := w.boundRunnerPods("k8s", 1, "node-a")[0]
 			hns := w.hookNamespace(a)
-			w.eventually("the anchor", func() (bool, error) {
-				err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: hns, Name: a}, &corev1.Pod{})
-				return err == nil, client.IgnoreNotFound(err)
-			})
+			w.hookBound(a, hns)
 			hook := as(t, w.runnerToken(a))
-			if _, err := hook.CoreV1().Secrets(hns).Create(w.ctx(), hookSecret(a, "aaaabbbb"), metav1.CreateOptions{}); err != nil {
+			secret := hookSecret(a, "aaaabbbb")
+			if _, err := hook.CoreV1().Secrets(hns).Create(w.ctx(), secret, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := hook.CoreV1().Pods(hns).Create(w.ctx(), workflowPod(a, "node-a", nil), metav1.CreateOptions{}); err != nil {
+			wf := workflowPod(a, "node-a", func(p *corev1.Pod) {
+				if !tc.noJobContainer {
+					p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: secret.Name}}
+				}
+			})
+			if _, err := hook.CoreV1().Pods(hns).Create(w.ctx(), wf, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := hook.CoreV1().Pods(hns).Create(w.ctx(), stepPod(a, "cccccccc"), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			tc.end(w, a)
-			w.eventually("the anchor, the workflow pod and the hook's Secret gone", func() (bool, error) {
+			w.eventually("the workflow pod, the step pod and the hook's Secret gone", func() (bool, error) {
 				var pods corev1.PodList
 				if err := w.c.List(w.ctx(), &pods, client.InNamespace(hns)); err != nil {
 					return false, err
@@ -761,10 +839,7 @@ func TestHookNamespacesGoWithThePool(t *testing.T) {
 	w.create(w.pool("k8s").MinIdle(1).KubernetesMode(jobs).Obj())
 	a := w.boundRunnerPods("k8s", 1, "node-a")[0]
 	hns := w.hookNamespace(a)
-	w.eventually("the anchor in "+hns, func() (bool, error) {
-		err := w.c.Get(w.ctx(), types.NamespacedName{Namespace: hns, Name: a}, &corev1.Pod{})
-		return err == nil, client.IgnoreNotFound(err)
-	})
+	w.hookBound(a, hns)
 	ns := &corev1.Namespace{}
 	if err := w.c.Get(w.ctx(), types.NamespacedName{Name: hns}, ns); err != nil {
 		t.Fatal(err)
@@ -787,4 +862,39 @@ func TestHookNamespacesGoWithThePool(t *testing.T) {
 		// No namespace controller runs here: a deleted namespace stays Terminating.
 		return err == nil && ns.DeletionTimestamp != nil, err
 	})
+}
+
+// containerMode.useKubeScheduler stays valid but is ignored: GitHub's hook never reads
+// ACTIONS_RUNNER_USE_KUBE_SCHEDULER, so the runner pod does not get it, and the pool's
+// owner is told by a Warning event on the pool. The runner runs Gantry's wrapper, which
+// runs the hook.
+func TestUseKubeSchedulerIsIgnoredAndSaysSo(t *testing.T) {
+	w, jobs := containerModeWorld(t)
+	pool := w.pool("k8s").MinIdle(1).KubernetesMode(jobs).Obj()
+	pool.Spec.ContainerMode.UseKubeScheduler = true
+	w.create(pool)
+	ev := w.warningEvent("k8s", runnerpool.ReasonIgnoredField)
+	for _, want := range []string{"useKubeScheduler", "ignored", "ACTIONS_RUNNER_USE_KUBE_SCHEDULER", "Remove the field"} {
+		if !strings.Contains(ev.Message, want) {
+			t.Errorf("the event says %q; want it to say %q", ev.Message, want)
+		}
+	}
+	a := w.boundRunnerPods("k8s", 1, "node-a")[0]
+	p, err := w.getPod(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, c := range p.Spec.Containers {
+		for _, e := range c.Env {
+			env[e.Name] = e.Value
+		}
+	}
+	if _, set := env[hookrelease.EnvUseKubeScheduler]; set {
+		t.Errorf("the runner pod sets %s", hookrelease.EnvUseKubeScheduler)
+	}
+	if env[runner.EnvContainerHooks] != runner.HookWrapperPath || env[runner.EnvWrappedHook] != v1alpha1.DefaultContainerHookPath {
+		t.Errorf("the runner runs %q wrapping %q; want Gantry's wrapper %s wrapping %s",
+			env[runner.EnvContainerHooks], env[runner.EnvWrappedHook], runner.HookWrapperPath, v1alpha1.DefaultContainerHookPath)
+	}
 }

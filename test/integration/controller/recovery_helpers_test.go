@@ -33,7 +33,13 @@ type gantryProc struct {
 // stopped when the test ends unless the test stops it first.
 func startGantry(t *testing.T, ns string) *gantryProc {
 	t.Helper()
-	g, err := manager.New(env.Config, stack.ManagerOptions(ns))
+	return startGantryWith(t, stack.ManagerOptions(ns))
+}
+
+// startGantryWith is startGantry with the manager options opts.
+func startGantryWith(t *testing.T, opts manager.Options) *gantryProc {
+	t.Helper()
+	g, err := manager.New(env.Config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

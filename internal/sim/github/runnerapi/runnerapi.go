@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -134,6 +135,51 @@ type Job struct {
 	// container hooks runs them through the hooks.
 	Container string            `json:"container,omitempty"`
 	Services  map[string]string `json:"services,omitempty"`
+	// ContainerOptions is what the job's workflow says of its containers beyond their
+	// images; nil: nothing.
+	ContainerOptions *ContainerOptions `json:"container_options,omitempty"`
+}
+
+// ContainerOptions is what a container job declares beyond its images, as the job
+// message carries it to the runner.
+type ContainerOptions struct {
+	// Ports are the job container's `ports:`, ServicePorts each service's (by name), as
+	// written: "5432" or "5432:5432", with "/udp" or "/tcp" after it.
+	Ports        []string            `json:"ports,omitempty"`
+	ServicePorts map[string][]string `json:"service_ports,omitempty"`
+	// Credentials: the job container has `credentials:` (a registry login).
+	Credentials bool `json:"credentials,omitempty"`
+	// Steps are the job's steps that run a container action, in order, after its script
+	// steps.
+	Steps []ContainerStep `json:"steps,omitempty"`
+}
+
+// ContainerStep is a step whose action runs in a container: an image action
+// (`uses: docker://IMAGE`, or an action whose action.yml runs `docker://IMAGE`), or a
+// Dockerfile action (whose action.yml runs `image: Dockerfile`).
+type ContainerStep struct {
+	Name string `json:"name"`
+	// Image is an image action's image; Entrypoint its `with: entrypoint:` (or the
+	// action.yml's `entrypoint:`).
+	Image      string `json:"image,omitempty"`
+	Entrypoint string `json:"entrypoint,omitempty"`
+	// Action names a Dockerfile action, OWNER/REPO@REF.
+	Action string `json:"action,omitempty"`
+}
+
+// Clone is a deep copy of o; nil for nil.
+func (o *ContainerOptions) Clone() *ContainerOptions {
+	if o == nil {
+		return nil
+	}
+	c := &ContainerOptions{Ports: slices.Clone(o.Ports), Credentials: o.Credentials, Steps: slices.Clone(o.Steps)}
+	if o.ServicePorts != nil {
+		c.ServicePorts = map[string][]string{}
+		for k, v := range o.ServicePorts {
+			c.ServicePorts[k] = slices.Clone(v)
+		}
+	}
+	return c
 }
 
 // Duration returns the job's duration.
