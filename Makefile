@@ -129,7 +129,7 @@ demo: build k8s-bins ## The whole system on a simulated cluster and GitHub: 40 j
 	bin/gantry sim run --scenario demo --out out/demo --k8s-bins "$(K8S_BINS)"
 
 # burst-scaleset right after burst: its pickup is judged against burst's of the same run.
-BENCH_SCENARIOS ?= burst burst-scaleset steady scale idle-scalesets burst-scalesets-50 container-jobs disruptions
+BENCH_SCENARIOS ?= burst burst-scaleset fleet steady scale idle-scalesets burst-scalesets-50 container-jobs disruptions
 # BENCH_REPEAT runs each scenario that many times (into out/bench/SCENARIO/runN) and
 # compares their medians: a burst's p99 moves by half from run to run on two cores.
 BENCH_REPEAT ?= 1

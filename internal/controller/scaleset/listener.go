@@ -326,7 +326,9 @@ func (l *poolListener) HandleDesiredRunnerCount(_ context.Context, count int) (i
 	}
 	l.jobs.commit(told, running, now)
 	if len(told) > 0 {
-		t := metav1.NewTime(now)
+		// Whole seconds, as the stored status keeps it: a time with a fraction would
+		// differ from the stored one at every pass and be written again each time.
+		t := metav1.NewTime(now.Truncate(time.Second))
 		l.status.LastMessageAt = &t
 	}
 	desired := max(0, min(count+int(l.minIdle), int(l.maxRunners)))
@@ -480,14 +482,19 @@ func (l *poolListener) setSession(s v1alpha1.SessionState, reason, msg string) {
 }
 
 // adoptID takes the scale set id recorded in the pool's status when the listener knows
-// none yet (the status was written after the listener started).
-func (l *poolListener) adoptID(id int64) {
+// none yet (the status was written after the listener started), and with it the session
+// recorded beside it: a listener without an id has opened no session, so that one is a
+// previous leader's, to be closed before this listener opens its own.
+func (l *poolListener) adoptID(id int64, session string) {
 	if id == 0 {
 		return
 	}
 	l.mu.Lock()
 	if l.id == 0 {
 		l.id, l.status.ID = id, id
+		if session != "" && l.dead == "" {
+			l.dead, l.status.SessionID = session, session
+		}
 	}
 	l.mu.Unlock()
 }

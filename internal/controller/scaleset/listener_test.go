@@ -185,6 +185,19 @@ func TestListenerClosesTheDeadLeadersSession(t *testing.T) {
 	}
 }
 
+// The previous leader's record reaches the listener only after it started without one
+// (the pool was read before its status was written): the id and the session recorded
+// with it are adopted together, so the dead session is closed rather than waited out.
+func TestListenerAdoptsTheDeadSessionRecordedLate(t *testing.T) {
+	pool := testutil.RunnerPool("ci", "linux").ScaleSet("").Obj()
+	l := newPoolListener(&Manager{}, types.NamespacedName{Namespace: "ci", Name: "linux"}, configOf(pool), pool)
+	l.adoptID(7, "dead-1")
+	l.adoptID(8, "dead-2") // an id once known stays, and so does its session
+	if l.id != 7 || l.dead != "dead-1" || l.status.ID != 7 || l.status.SessionID != "dead-1" {
+		t.Errorf("after adopting: id %d, dead %q, status %+v; want id 7 and the dead session dead-1", l.id, l.dead, l.status)
+	}
+}
+
 // Closing the dead session fails: the listener goes on and opens its own (which meets
 // the service's 409 until the dead one expires), and tries to close it again next time.
 func TestListenerClosingTheDeadSessionFails(t *testing.T) {

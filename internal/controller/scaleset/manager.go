@@ -114,7 +114,7 @@ func (m *Manager) Ensure(pool *v1alpha1.RunnerPool, minIdle int32) {
 	if old != nil && old.cfg.equal(cfg) {
 		m.mu.Unlock()
 		old.setLimits(pool.Spec.MaxRunners, minIdle)
-		old.adoptID(cfg.knownID)
+		old.adoptID(cfg.knownID, cfg.deadSession)
 		return
 	}
 	delete(m.pools, key)
