@@ -35,7 +35,7 @@ build: ## Build bin/gantry
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/gantry ./cmd/gantry
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code, CRDs, RBAC and docs/reference/api.md from the API types and markers
+generate: ## Regenerate deepcopy code, CRDs, RBAC, docs/reference/api.md and the install docs' objects and rights from the API types, markers and rendered installs
 	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(TOOLS) controller-gen crd:generateEmbeddedObjectMeta=true paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(GO) run ./hack/crddesc -under spec.template config/crd/bases/*.yaml
@@ -45,7 +45,12 @@ generate: ## Regenerate deepcopy code, CRDs, RBAC and docs/reference/api.md from
 	cp config/rbac/container_hook_role.yaml charts/gantry/files/container_hook_role.yaml
 	cp config/container-hooks/admission-policy.yaml charts/gantry/files/container_hook_policy.yaml
 	$(GO) run ./hack/refdocs -api api/v1alpha1 -out docs/reference/api.md
+	$(GO) run ./hack/installdocs
 
+# What `make generate` and `go mod tidy` write, which `make verify` wants committed: the
+# install docs hold generated sections (hack/installdocs) beside hand-written text.
+GENERATED := api config docs/reference docs/install.md charts/gantry/README.md go.mod go.sum hack/tools hack/helm \
+	hack/actionlint hack/goreleaser hack/sbom hack/cosign charts/gantry/crds charts/gantry/files
 .PHONY: verify
 verify: generate ## Regenerate and fail if anything checked in is stale; check formatting and go.mod
 	$(GO) mod tidy
@@ -56,9 +61,9 @@ verify: generate ## Regenerate and fail if anything checked in is stale; check f
 	cd hack/sbom && $(GO) mod tidy
 	cd hack/cosign && $(GO) mod tidy
 	@if [ -n "$$(gofmt -l $$(git ls-files '*.go'))" ]; then echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; fi
-	@if [ -n "$$(git status --porcelain -- api config docs/reference go.mod go.sum hack/tools hack/helm hack/actionlint hack/goreleaser hack/sbom hack/cosign charts/gantry/crds charts/gantry/files)" ]; then \
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
 		echo "Generated files or go.mod are out of date; run 'make generate' and 'go mod tidy' and commit:"; \
-		git status --porcelain -- api config docs/reference go.mod go.sum hack/tools hack/helm hack/actionlint hack/goreleaser hack/sbom hack/cosign charts/gantry/crds charts/gantry/files; git diff --stat; exit 1; fi
+		git status --porcelain -- $(GENERATED); git diff --stat; exit 1; fi
 	@echo "verify: generated files are current"
 
 .PHONY: lint
@@ -79,7 +84,7 @@ image-push: ## Build the image for IMAGE_ARCHS (no container engine needed) and 
 		IMAGE_DIR='$(IMAGE_DIR)' IMAGE_ARCHS='$(IMAGE_ARCHS)' hack/image/push.sh
 
 .PHONY: release-dry-run
-release-dry-run: ## The release pipeline without publishing, into out/release: gantry for linux/darwin x amd64/arm64 with checksums (GoReleaser snapshot), the multi-arch image as an OCI tarball, the chart package
+release-dry-run: k8s-bins ## The release pipeline without publishing, into out/release (archives, SBOMs, CRDs, image digest, signed checksums; the multi-arch image as an OCI tarball; the chart package), then its install rehearsed on a test control plane
 	GO='$(GO)' hack/release/dry-run.sh
 
 .PHONY: lint-workflows
@@ -124,7 +129,7 @@ demo: build k8s-bins ## The whole system on a simulated cluster and GitHub: 40 j
 	bin/gantry sim run --scenario demo --out out/demo --k8s-bins "$(K8S_BINS)"
 
 # burst-scaleset right after burst: its pickup is judged against burst's of the same run.
-BENCH_SCENARIOS ?= burst burst-scaleset steady scale idle-scalesets burst-scalesets-50 container-jobs disruptions
+BENCH_SCENARIOS ?= burst burst-scaleset fleet steady scale idle-scalesets burst-scalesets-50 container-jobs disruptions
 # BENCH_REPEAT runs each scenario that many times (into out/bench/SCENARIO/runN) and
 # compares their medians: a burst's p99 moves by half from run to run on two cores.
 BENCH_REPEAT ?= 1

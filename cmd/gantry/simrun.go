@@ -31,6 +31,7 @@ func newSimRunCommand() *cobra.Command {
 		warmFile            string
 		seed                uint64
 		noFloor             bool
+		controllerBinary    string
 		podLabels           bool
 	)
 	cmd := &cobra.Command{
@@ -87,7 +88,7 @@ Scenarios: ` + scenarioList(),
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			rep, err := run.Run(ctx, sc, run.Options{BinDir: bins, OutDir: out, Out: cmd.OutOrStdout(), Seed: seed, NoFloor: noFloor})
+			rep, err := run.Run(ctx, sc, run.Options{BinDir: bins, OutDir: out, Out: cmd.OutOrStdout(), Seed: seed, NoFloor: noFloor, Controller: controllerBinary})
 			if err != nil {
 				return err
 			}
@@ -110,6 +111,7 @@ Scenarios: ` + scenarioList(),
 	cmd.Flags().Int32Var(&maxRunners, "max-runners", 0, "override the pool's maxRunners")
 	cmd.Flags().StringVar(&warmFile, "warm", "", "give the pool this spec.warm (YAML: schedules, predictive; docs/warm-pools.md), replacing the scenario's")
 	cmd.Flags().BoolVar(&noFloor, "no-floor", false, "skip the floor: the oracle's run of a burst or steady workload after Gantry's (docs/sim.md)")
+	cmd.Flags().StringVar(&controllerBinary, "controller-binary", "", "run this gantry binary's `gantry controller` instead of this one's (another build, measured on the same scenario; docs/sim.md)")
 	cmd.Flags().BoolVar(&podLabels, "pod-labels", false, "label runner pods with their job's repository and workflow (spec.usage.podLabels, one pod patch per job); the run is named NAME-podlabels")
 	return cmd
 }

@@ -33,6 +33,19 @@ func StatusPatch(before, after any) (client.Patch, error) {
 	return client.RawPatch(types.MergePatchType, data), nil
 }
 
+// emptyStatusPatch is what StatusPatch makes of two statuses that encode alike.
+const emptyStatusPatch = `{"status":{}}`
+
+// IsEmptyStatusPatch reports whether a patch from StatusPatch changes nothing: the two
+// statuses differed only in what their JSON does not carry, such as the fraction of a
+// second of a time (metav1.Time encodes whole seconds, so a time read back from the API
+// server never equals one taken from a clock). Sending it would cost the API server a
+// request that writes nothing.
+func IsEmptyStatusPatch(p client.Patch) bool {
+	data, err := p.Data(nil)
+	return err == nil && string(data) == emptyStatusPatch
+}
+
 // FinalizersPatch is the JSON merge patch that sets obj's finalizers to those obj holds
 // now, applied only to the version obj was read at (a conflict otherwise, as
 // client.MergeFromWithOptimisticLock): another finalizer added meanwhile is never lost.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,6 +50,39 @@ func TestStatusPatchIsMergeFromOfTheStatus(t *testing.T) {
 	}
 	if _, ok := got["status"].(map[string]any)["githubRunnerID"]; ok {
 		t.Errorf("StatusPatch sent an unchanged field: %v", got)
+	}
+}
+
+// Two statuses whose only difference is a time's fraction of a second — one read back
+// from the API server, one from a clock — make an empty patch, which is not sent; any
+// other difference is not empty.
+func TestIsEmptyStatusPatch(t *testing.T) {
+	at := time.Date(2026, 11, 24, 9, 0, 5, 0, time.UTC)
+	status := func(t time.Time, idle int32) v1alpha1.RunnerPoolStatus {
+		mt := metav1.NewTime(t)
+		return v1alpha1.RunnerPoolStatus{IdleRunners: idle, ScaleSet: &v1alpha1.ScaleSetStatus{ID: 3, LastMessageAt: &mt}}
+	}
+	tests := []struct {
+		name          string
+		before, after v1alpha1.RunnerPoolStatus
+		want          bool
+	}{
+		{name: "the same", before: status(at, 1), after: status(at, 1), want: true},
+		{name: "a fraction of a second apart", before: status(at, 1), after: status(at.Add(400*time.Millisecond), 1), want: true},
+		{name: "a second apart", before: status(at, 1), after: status(at.Add(time.Second), 1), want: false},
+		{name: "a count", before: status(at, 1), after: status(at, 2), want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := StatusPatch(tt.before, tt.after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := IsEmptyStatusPatch(p); got != tt.want {
+				data, _ := p.Data(nil)
+				t.Errorf("IsEmptyStatusPatch(%s) = %v, want %v", data, got, tt.want)
+			}
+		})
 	}
 }
 

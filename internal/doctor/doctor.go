@@ -107,12 +107,16 @@ type PoolReport struct {
 
 // Report is the whole answer.
 type Report struct {
-	// Problems lists problems not tied to one pool (none found, none matches the job).
-	Problems []Check       `json:"problems,omitempty"`
-	Pools    []PoolReport  `json:"pools"`
-	Route    *RouteReport  `json:"route,omitempty"`
-	Checked  time.Time     `json:"checkedAt"`
-	Elapsed  time.Duration `json:"-"`
+	// Problems lists problems not tied to one pool (none found, none matches the job,
+	// a webhook Service GitHub cannot reach).
+	Problems []Check `json:"problems,omitempty"`
+	// Install lists the checks made once for the install (webhook-exposure) that found
+	// no problem: passed, or skipped with the reason — a right doctor lacks among them.
+	Install []Check       `json:"install,omitempty"`
+	Pools   []PoolReport  `json:"pools"`
+	Route   *RouteReport  `json:"route,omitempty"`
+	Checked time.Time     `json:"checkedAt"`
+	Elapsed time.Duration `json:"-"`
 }
 
 // ProblemCount is the number of problems found.
@@ -232,6 +236,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		for _, c := range webhookExposureChecks(ctx, o) {
 			if c.Status == Problem {
 				rep.Problems = append(rep.Problems, c)
+			} else {
+				rep.Install = append(rep.Install, c)
 			}
 		}
 	}

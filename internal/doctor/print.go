@@ -21,6 +21,9 @@ func (r *Report) WriteText(out io.Writer) error {
 			writeCheck(tw, p.Pool, c)
 		}
 	}
+	for _, c := range r.Install {
+		writeCheck(tw, "-", c)
+	}
 	for _, c := range r.Problems {
 		writeCheck(tw, "-", c)
 	}

@@ -45,14 +45,16 @@ type View struct {
 // Enabled says whether the view reads nodes: false on a namespaced install.
 func (v *View) Enabled() bool { return v != nil && v.Reader != nil }
 
-// List returns every node, as Slim keeps them. The first call starts the informer and
-// waits for its list.
+// List returns every node, as Slim keeps them: the cache's own objects, not copies, to
+// be read and never modified. Every pool reads the nodes when it is first reconciled:
+// copying them each time cost 200 pools on 1,000 nodes 200,000 node copies at start.
+// The first call starts the informer and waits for its list.
 func (v *View) List(ctx context.Context) ([]corev1.Node, error) {
 	if !v.Enabled() {
 		return nil, ErrNotPermitted
 	}
 	var list corev1.NodeList
-	if err := v.Reader.List(ctx, &list); err != nil {
+	if err := v.Reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing nodes from the cache: %w", err)
 	}
 	return list.Items, nil

@@ -165,9 +165,9 @@ func (r *Reconciler) writeLater(s *scope) time.Duration {
 		return 0
 	}
 	wait, recheck := firstWriteWait, time.Duration(0)
-	tracked := r.trackedQueued(s)
-	burst := inBurst(s.pool, tracked)
-	if burst || tracked > 0 {
+	queued := r.queuedJobs(s)
+	burst := inBurst(s.pool, queued)
+	if burst || queued > 0 {
 		wait, recheck = firstWriteQueuedWait, queuedRecheck
 	}
 	left := wait - r.Clock.Since(e.since)

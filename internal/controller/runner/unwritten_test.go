@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -283,4 +284,56 @@ func TestRestartedControllerNeverMakesASecondPod(t *testing.T) {
 			t.Errorf("status %+v; want its pod made: no other process can have made one", st)
 		}
 	})
+}
+
+// A scale-set pool's jobs are not held in the Tracker: its status.queuedJobs says that
+// jobs wait, for which its runners were made. While it does, a new runner neither asks
+// GitHub whether it is online after onlineFirstCheck nor writes its registration and pod
+// after firstWriteWait: both wait for the job the runner is about to take, looked at
+// again every queuedRecheck, so that one status write records the runner's whole start.
+// A webhook pool's count comes from the Tracker, fresher than its status.
+func TestQueuedJobsOfAScaleSetPoolPutOffTheFirstWrite(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		source       v1alpha1.DemandSource
+		statusQueued int32
+		// wantWrite: the registration and pod are written once firstWriteWait passed;
+		// wantOnlineWait: checkOnline's wait once onlineFirstCheck passed (0: it asks).
+		wantWrite      bool
+		wantOnlineWait time.Duration
+	}{
+		{"scale set, jobs waiting", v1alpha1.DemandSourceScaleSet, 10, false, queuedRecheck},
+		{"scale set, none waiting", v1alpha1.DemandSourceScaleSet, 0, true, 0},
+		{"webhook, the Tracker empty", v1alpha1.DemandSourceWebhook, 10, true, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			r, c, pool, rn, s := registeredWithPod(t)
+			r.Tracker = demand.NewTracker(demand.NewRouter(), r.Clock)
+			pool.Spec.Demand.Source = tt.source
+			pool.Status.QueuedJobs = tt.statusQueued
+			if later, err := r.writeStatus(ctx, s); err != nil || later <= 0 {
+				t.Fatalf("writeStatus: wait %s, %v; want the write put off", later, err)
+			}
+			clk := r.Clock.(*clocktesting.FakeClock)
+			podRunning := clk.Now()
+			clk.Step(firstWriteWait)
+			if tt.wantOnlineWait > 0 {
+				res, done, err := r.checkOnline(ctx, r.scopeOf(t, c, pool, rn.Name), podRunning.Add(firstWriteWait-onlineFirstCheck))
+				if err != nil || done || res.RequeueAfter != tt.wantOnlineWait {
+					t.Errorf("checkOnline %s after the pod ran: requeue %s, done %v, %v; want a wait of %s", onlineFirstCheck, res.RequeueAfter, done, err, tt.wantOnlineWait)
+				}
+			}
+			if later, err := r.writeStatus(ctx, r.scopeOf(t, c, pool, rn.Name)); err != nil || (later == 0) != tt.wantWrite {
+				t.Fatalf("writeStatus after %s: wait %s, %v; want written %v", firstWriteWait, later, err, tt.wantWrite)
+			}
+			stored := &v1alpha1.Runner{}
+			if err := c.Get(ctx, runnerKey(rn), stored); err != nil {
+				t.Fatal(err)
+			}
+			if written := stored.Status.PodName != ""; written != tt.wantWrite {
+				t.Errorf("stored status %+v; want the registration and pod written: %v", stored.Status, tt.wantWrite)
+			}
+		})
+	}
 }

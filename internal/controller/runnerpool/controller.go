@@ -2,9 +2,10 @@
 // needs and chooses which to create or retire. It never touches GitHub for a runner —
 // the Runner controller does — and never retires a busy runner.
 //
-//	controller.go  Reconcile: get, drain, finalizer, then the phases in order, their
+//	controller.go  Reconcile: get, drain, take up, then the phases in order, their
 //	               requeues merged by one rule (controller.LowestNonZeroResult):
-//	credentials.go   holdCredentials: the credentials Secret held while the pool uses it
+//	credentials.go   takeUp: finalizer and credentials in one patch; holdCredentials:
+//	                 the credentials Secret held while the pool uses it
 //	platform.go      platform: the OS and architecture runners are pinned to and register
 //	budget.go        disruptionBudget: the pool's PodDisruptionBudget, applied once
 //	follow.go        follow: configuration, idle floor, Router and demand source told
@@ -80,7 +81,6 @@ type Reconciler struct {
 	Slots *runner.HookSlots
 
 	expectations  expectations
-	credentialsMu sync.Mutex
 	credentials   credentialsGuard
 	routedMu      sync.Mutex
 	routed        map[types.NamespacedName]demand.Pool
@@ -90,10 +90,11 @@ type Reconciler struct {
 	budgets       budgetApplied
 }
 
-// Reconcile scales one pool: get it, drain it when deleted, ensure the finalizer, then
-// run the phases in order on one state and write the status once (deferred). Every phase
-// runs, whatever the others returned; their results merge into the lowest non-zero
-// requeue and their errors are joined.
+// Reconcile scales one pool: get it, drain it when deleted, take it up (its finalizer
+// and the credentials Secret it holds, in one patch), then run the phases in order on
+// one state and write the status once (deferred). Every phase runs, whatever the others
+// returned; their results merge into the lowest non-zero requeue and their errors are
+// joined.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	pool := &v1alpha1.RunnerPool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
@@ -102,7 +103,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	seenMark := r.expectations.mark() // before the list: see expectations
+	pool = r.statusWrites.newest(req.NamespacedName, pool) // its last status write, if the cache is behind
+	seenMark := r.expectations.mark()                      // before the list: see expectations
 	runners, err := r.listRunners(ctx, pool)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -111,9 +113,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		return r.drain(ctx, pool, runners)
 	}
 	if !controllerutil.ContainsFinalizer(pool, Finalizer) {
-		controllerutil.AddFinalizer(pool, Finalizer)
-		patch := controller.FinalizersPatch(pool)
-		return reconcile.Result{}, r.Client.Patch(ctx, pool, patch)
+		return reconcile.Result{}, r.takeUp(ctx, pool) // credentials.go
 	}
 
 	st := &state{pool: pool, runners: runners, before: pool.DeepCopy(), seenMark: seenMark, source: r.Sources.For(pool)}

@@ -3,8 +3,10 @@ package runnerpool
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,9 +27,13 @@ const (
 )
 
 // credentialsGuard remembers which credentials Secrets were seen held, so that a pool
-// reconcile reads a Secret only now and then.
+// reconcile reads a Secret only now and then: once per Secret, however many pools name
+// it. Pools reconciled at once that find the same Secret due share one read (and one
+// patch, if it must be held).
 type credentialsGuard struct {
+	mu      sync.Mutex
 	checked map[types.NamespacedName]credentialsCheck
+	holds   singleflight.Group
 }
 
 type credentialsCheck struct {
@@ -40,7 +46,9 @@ type credentialsCheck struct {
 // pool's AnnotationCredentialsSecret. Contract: a Secret deleted while a pool uses it
 // stays (Terminating, still readable) until no pool names it — the pools' runners can
 // still be unregistered from GitHub; a Secret the pool no longer names is let go once no
-// other pool names it. A Secret that does not exist yet is looked for again later.
+// other pool names it. A Secret that does not exist yet is looked for again later. The
+// Secret is read when it is due (credentialsDue), not for each pool that names it: one
+// seen held a moment ago by another pool is held.
 func (r *Reconciler) guardCredentials(ctx context.Context, pool *v1alpha1.RunnerPool) error {
 	want := pool.Spec.GitHub.CredentialsSecretRef.Name
 	if want == "" {
@@ -48,7 +56,7 @@ func (r *Reconciler) guardCredentials(ctx context.Context, pool *v1alpha1.Runner
 	}
 	key := types.NamespacedName{Namespace: pool.Namespace, Name: want}
 	had := pool.Annotations[v1alpha1.AnnotationCredentialsSecret]
-	if had != want || r.credentialsDue(key) {
+	if r.credentialsDue(key) {
 		if err := r.holdSecret(ctx, key); err != nil {
 			return err
 		}
@@ -70,9 +78,28 @@ func (r *Reconciler) guardCredentials(ctx context.Context, pool *v1alpha1.Runner
 	return nil
 }
 
+// takeUp is a new pool's one write of its metadata: the drain finalizer and, with the
+// pool's credentials Secret held, the Secret's name (AnnotationCredentialsSecret), in
+// one optimistic-lock patch rather than one each. A Secret that cannot be held now is
+// named by holdCredentials in a later pass.
+func (r *Reconciler) takeUp(ctx context.Context, pool *v1alpha1.RunnerPool) error {
+	patch := client.MergeFromWithOptions(pool.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.AddFinalizer(pool, Finalizer)
+	if want := pool.Spec.GitHub.CredentialsSecretRef.Name; want != "" && pool.Annotations[v1alpha1.AnnotationCredentialsSecret] == "" {
+		key := types.NamespacedName{Namespace: pool.Namespace, Name: want}
+		if !r.credentialsDue(key) || r.holdSecret(ctx, key) == nil {
+			if pool.Annotations == nil {
+				pool.Annotations = map[string]string{}
+			}
+			pool.Annotations[v1alpha1.AnnotationCredentialsSecret] = want
+		}
+	}
+	return r.Client.Patch(ctx, pool, patch)
+}
+
 func (r *Reconciler) credentialsDue(key types.NamespacedName) bool {
-	r.credentialsMu.Lock()
-	defer r.credentialsMu.Unlock()
+	r.credentials.mu.Lock()
+	defer r.credentials.mu.Unlock()
 	c, ok := r.credentials.checked[key]
 	if !ok {
 		return true
@@ -85,8 +112,8 @@ func (r *Reconciler) credentialsDue(key types.NamespacedName) bool {
 }
 
 func (r *Reconciler) credentialsSeen(key types.NamespacedName, held bool) {
-	r.credentialsMu.Lock()
-	defer r.credentialsMu.Unlock()
+	r.credentials.mu.Lock()
+	defer r.credentials.mu.Unlock()
 	if r.credentials.checked == nil {
 		r.credentials.checked = map[types.NamespacedName]credentialsCheck{}
 	}
@@ -94,8 +121,14 @@ func (r *Reconciler) credentialsSeen(key types.NamespacedName, held bool) {
 }
 
 // holdSecret adds CredentialsFinalizer to the Secret unless it has it, does not exist
-// or is already being deleted (no finalizer can be added then).
+// or is already being deleted (no finalizer can be added then). Callers holding the same
+// Secret at once share one read and one patch.
 func (r *Reconciler) holdSecret(ctx context.Context, key types.NamespacedName) error {
+	_, err, _ := r.credentials.holds.Do(key.String(), func() (any, error) { return nil, r.holdSecretNow(ctx, key) })
+	return err
+}
+
+func (r *Reconciler) holdSecretNow(ctx context.Context, key types.NamespacedName) error {
 	s := &corev1.Secret{}
 	err := r.APIReader.Get(ctx, key, s)
 	switch {
@@ -151,9 +184,9 @@ func (r *Reconciler) releaseSecret(ctx context.Context, pool *v1alpha1.RunnerPoo
 	if err := r.Client.Patch(ctx, s, patch); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("letting credentials secret %s go: %w", key, err)
 	}
-	r.credentialsMu.Lock()
+	r.credentials.mu.Lock()
 	delete(r.credentials.checked, key)
-	r.credentialsMu.Unlock()
+	r.credentials.mu.Unlock()
 	return nil
 }
 

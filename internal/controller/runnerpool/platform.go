@@ -65,7 +65,9 @@ func (p *platformReads) forget(key types.NamespacedName) {
 // ago — not as nodes come and go, so a node group scaled to zero does not change the labels. When
 // the platform changes, no runner is created in this pass (st.platformChanged): the
 // Runner controller reads the platform from the stored status, which is written at the
-// end of the pass; the pool is requeued at once.
+// end of the pass; the pool is requeued as soon as it is written (writeStatus), not
+// before: a first status that waits for the pool's session (sessionSettle) must not
+// bring the pool back every few milliseconds to read the nodes again.
 func (r *Reconciler) platform(ctx context.Context, st *state) (reconcile.Result, error) {
 	pool := st.pool
 	key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}
@@ -111,7 +113,6 @@ func (r *Reconciler) platform(ctx context.Context, st *state) (reconcile.Result,
 	if cur == nil || cur.OS != next.OS || cur.Arch != next.Arch {
 		log.FromContext(ctx).Info("Runner platform chosen", "os", next.OS, "arch", next.Arch, "source", next.Source, "why", next.Message)
 		st.platformChanged = true
-		res = reconcile.Result{RequeueAfter: 10 * time.Millisecond}
 	}
 	pool.Status.Platform = &next
 	return res, nil

@@ -157,7 +157,7 @@ func (r *Reconciler) scale(ctx context.Context, s *state) (reconcile.Result, err
 			return reconcile.Result{RequeueAfter: time.Minute}, nil
 		}
 		if s.platformChanged {
-			return reconcile.Result{RequeueAfter: 10 * time.Millisecond}, nil
+			return reconcile.Result{}, nil // writeStatus requeues the pool once the platform is stored
 		}
 		if !s.failures.Until.IsZero() {
 			s.backoff = s.failures.Until

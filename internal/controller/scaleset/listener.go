@@ -326,7 +326,9 @@ func (l *poolListener) HandleDesiredRunnerCount(_ context.Context, count int) (i
 	}
 	l.jobs.commit(told, running, now)
 	if len(told) > 0 {
-		t := metav1.NewTime(now)
+		// Whole seconds, as the stored status keeps it: a time with a fraction would
+		// differ from the stored one at every pass and be written again each time.
+		t := metav1.NewTime(now.Truncate(time.Second))
 		l.status.LastMessageAt = &t
 	}
 	desired := max(0, min(count+int(l.minIdle), int(l.maxRunners)))

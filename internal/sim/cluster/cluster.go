@@ -11,7 +11,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -49,6 +48,17 @@ type Options struct {
 	NodeCPU    string
 	NodeMemory string
 	MaxPods    int
+	// ControllerManagerQPS is kube-controller-manager's --kube-api-qps (its burst twice
+	// that); default: its own 20, or 200 with more than 100 nodes. It takes away the taint
+	// the API server puts on each new node (node.kubernetes.io/not-ready) once the node is
+	// Ready, a few requests per node: at 20 a second 1,000 new nodes waited about 220 s
+	// for it (no pod is scheduled on a node meanwhile), at 200 about 50 s. Clusters of
+	// that size raise it too.
+	ControllerManagerQPS int
+	// NodeArchs are the nodes' architectures (kubernetes.io/arch, and the kubelet's
+	// reported node info), taken in turn: node i has the i-th modulo their number
+	// (default amd64 alone). Every node runs linux.
+	NodeArchs []string
 	// PodStartDelay is how long kwok takes to make a scheduled pod Running (default 1s).
 	PodStartDelay time.Duration
 	// NodeMonitorGracePeriod is how long a node may miss its heartbeats before
@@ -77,6 +87,12 @@ func (o *Options) defaults() {
 	}
 	if o.MaxPods == 0 {
 		o.MaxPods = 1000
+	}
+	if len(o.NodeArchs) == 0 {
+		o.NodeArchs = []string{"amd64"}
+	}
+	if o.ControllerManagerQPS == 0 && o.Nodes > 100 {
+		o.ControllerManagerQPS = 200
 	}
 	if o.PodStartDelay == 0 {
 		o.PodStartDelay = time.Second
@@ -200,11 +216,15 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 
 	fmt.Fprintln(opts.Log, "Starting kube-controller-manager, kube-scheduler and kwok")
+	var kcmQPS []string
+	if opts.ControllerManagerQPS > 0 {
+		kcmQPS = []string{fmt.Sprintf("--kube-api-qps=%d", opts.ControllerManagerQPS), fmt.Sprintf("--kube-api-burst=%d", 2*opts.ControllerManagerQPS)}
+	}
 	for _, p := range []struct {
 		name string
 		args []string
 	}{
-		{"kube-controller-manager", []string{
+		{"kube-controller-manager", append([]string{
 			"--kubeconfig=" + c.Kubeconfig, "--secure-port=0", "--leader-elect=false",
 			// Every controller, the ServiceAccount and token controllers included:
 			// pods are admitted with their ServiceAccount as in a real cluster.
@@ -214,7 +234,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			// (CollectorUser) from the other controllers'.
 			"--use-service-account-credentials=true",
 			fmt.Sprintf("--node-monitor-grace-period=%ds", graceSeconds(opts.NodeMonitorGracePeriod)),
-		}},
+		}, kcmQPS...)},
 		{"kube-scheduler", []string{"--kubeconfig=" + c.Kubeconfig, "--secure-port=0", "--leader-elect=false"}},
 		{"kwok", []string{
 			"--kubeconfig=" + c.Kubeconfig, "--config=" + stages,
@@ -266,6 +286,14 @@ func graceSeconds(d time.Duration) int { return max(1, int(d.Round(time.Second)/
 // NodeName is the name of the i-th fake node.
 func NodeName(i int) string { return "kwok-node-" + strconv.Itoa(i) }
 
+// nodeCreators is how many nodes are created at once.
+const nodeCreators = 16
+
+// createNodes creates the fake nodes — as a kubelet registers its node: labels for the
+// OS, architecture and hostname, capacity, node info — and waits until kwok has made
+// them all Ready and kube-controller-manager has lifted the not-ready taint it puts on a
+// new node (pods without its toleration are not scheduled there until then). Thousands of nodes are created nodeCreators at a time, and their
+// readiness polled once a second rather than ten times.
 func (c *Cluster) createNodes(ctx context.Context) error {
 	fmt.Fprintf(c.opts.Log, "Creating %d fake nodes\n", c.opts.Nodes)
 	capacity := corev1.ResourceList{
@@ -273,22 +301,33 @@ func (c *Cluster) createNodes(ctx context.Context) error {
 		corev1.ResourceMemory: resource.MustParse(c.opts.NodeMemory),
 		corev1.ResourcePods:   resource.MustParse(strconv.Itoa(c.opts.MaxPods)),
 	}
+	next := make(chan int)
+	errs := make(chan error, nodeCreators)
+	for range nodeCreators {
+		go func() {
+			var err error
+			for i := range next {
+				if err == nil {
+					err = c.Client.Create(ctx, c.node(i, capacity))
+				}
+			}
+			errs <- err
+		}()
+	}
 	for i := range c.opts.Nodes {
-		n := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:        NodeName(i),
-				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-				Labels: map[string]string{"type": "kwok", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-					corev1.LabelHostname: NodeName(i)},
-			},
-			Spec:   corev1.NodeSpec{Taints: nil},
-			Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
-		}
-		if err := c.Client.Create(ctx, n); err != nil {
-			return fmt.Errorf("creating node %s: %w", n.Name, err)
+		next <- i
+	}
+	close(next)
+	for range nodeCreators {
+		if err := <-errs; err != nil {
+			return fmt.Errorf("creating the fake nodes: %w", err)
 		}
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	poll, wait := 100*time.Millisecond, 60*time.Second
+	if c.opts.Nodes > 100 {
+		poll, wait = time.Second, 60*time.Second+time.Duration(c.opts.Nodes)*50*time.Millisecond
+	}
+	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		var nodes corev1.NodeList
 		if err := c.Client.List(ctx, &nodes); err != nil {
@@ -296,10 +335,8 @@ func (c *Cluster) createNodes(ctx context.Context) error {
 		}
 		ready := 0
 		for _, n := range nodes.Items {
-			for _, cond := range n.Status.Conditions {
-				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-					ready++
-				}
+			if nodeReady(&n) && !taintedNotReady(&n) {
+				ready++
 			}
 		}
 		if ready == c.opts.Nodes {
@@ -308,10 +345,25 @@ func (c *Cluster) createNodes(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(poll):
 		}
 	}
-	return errors.New("the fake nodes did not become Ready within 60s: see kwok.log in " + c.opts.WorkDir)
+	return fmt.Errorf("the fake nodes did not become Ready within %s: see kwok.log in %s", wait, c.opts.WorkDir)
+}
+
+// node is the i-th fake node, as its kubelet would register it.
+func (c *Cluster) node(i int, capacity corev1.ResourceList) *corev1.Node {
+	arch := c.opts.NodeArchs[i%len(c.opts.NodeArchs)]
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        NodeName(i),
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Labels: map[string]string{"type": "kwok", corev1.LabelOSStable: "linux", corev1.LabelArchStable: arch,
+				corev1.LabelHostname: NodeName(i)},
+		},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity,
+			NodeInfo: corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: arch}},
+	}
 }
 
 // WaitForDefaultServiceAccount waits until kube-controller-manager has created the

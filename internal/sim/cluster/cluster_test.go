@@ -174,3 +174,35 @@ func startForTest(t *testing.T, timeout time.Duration, opts Options) (context.Co
 	})
 	return ctx, c
 }
+
+// Each fake node is registered as a kubelet registers its node — OS, architecture and
+// hostname labels, node info — its architecture taken in turn from NodeArchs; a cluster of
+// more than 100 nodes gets a kube-controller-manager fast enough to make them schedulable.
+func TestFakeNodes(t *testing.T) {
+	opts := Options{Nodes: 101, NodeArchs: []string{"amd64", "arm64"}}
+	opts.defaults()
+	c := &Cluster{opts: opts}
+	type shape struct{ OS, Arch, Hostname, InfoOS, InfoArch string }
+	var got []shape
+	for i := range 3 {
+		n := c.node(i, corev1.ResourceList{})
+		got = append(got, shape{n.Labels[corev1.LabelOSStable], n.Labels[corev1.LabelArchStable], n.Labels[corev1.LabelHostname],
+			n.Status.NodeInfo.OperatingSystem, n.Status.NodeInfo.Architecture})
+	}
+	want := []shape{
+		{"linux", "amd64", "kwok-node-0", "linux", "amd64"},
+		{"linux", "arm64", "kwok-node-1", "linux", "arm64"},
+		{"linux", "amd64", "kwok-node-2", "linux", "amd64"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("fake nodes (-want +got):\n%s", diff)
+	}
+	if opts.ControllerManagerQPS != 200 {
+		t.Errorf("kube-controller-manager's QPS with 101 nodes = %d, want 200", opts.ControllerManagerQPS)
+	}
+	small := Options{}
+	small.defaults()
+	if small.ControllerManagerQPS != 0 || len(small.NodeArchs) != 1 || small.NodeArchs[0] != "amd64" {
+		t.Errorf("defaults of 10 nodes: QPS %d (want its own, 0), archs %v (want amd64)", small.ControllerManagerQPS, small.NodeArchs)
+	}
+}

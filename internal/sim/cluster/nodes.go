@@ -122,3 +122,14 @@ func nodeReady(n *corev1.Node) bool {
 	}
 	return false
 }
+
+// taintedNotReady reports whether the node still has the taint kube-controller-manager
+// puts on a node that is not (or not yet) Ready or is unreachable.
+func taintedNotReady(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			return true
+		}
+	}
+	return false
+}

@@ -48,6 +48,13 @@ type KubeAPI struct {
 	// under load).
 	PoolStatusWritesPerSecond float64 `json:"pool_status_writes_per_second"`
 	PoolStatusWritesPeak      float64 `json:"pool_status_writes_per_second_peak_10s"`
+	// StartupWrites are the controller's writes before the workload started (its pools
+	// taken up, their sessions opened, an idle window, a restart), and
+	// WorkloadWritesPerJob every write made on its behalf (its own and the garbage
+	// collector's) from the workload's start to the end of the log, per job:
+	// AllWritesPerJob without the start-up, which follows the pools, not the jobs.
+	StartupWrites        int64   `json:"startup_writes"`
+	WorkloadWritesPerJob float64 `json:"workload_writes_per_job"`
 }
 
 // peakWindow is the window the peak rate of pool status writes is measured over.
@@ -187,7 +194,43 @@ func (a kubeAudit) kubeAPI(jobs, pools int, start, end time.Time) *KubeAPI {
 	if n := max(pools, len(a.poolStatusWrites)); n > 0 {
 		k.PoolStatusWritesPerSecond = round2(sum / float64(n))
 	}
+	if !start.IsZero() {
+		var startup, during int64
+		for _, w := range a.writes {
+			switch {
+			case w.collector && w.ns != namespace: // as CollectorDeletes: the run's namespace
+			case w.at.Before(start):
+				if !w.collector {
+					startup++
+				}
+			default: // to the end of the log: the controller is stopped before it is read
+				during++
+			}
+		}
+		k.StartupWrites = startup
+		if jobs > 0 {
+			k.WorkloadWritesPerJob = round2(float64(during) / float64(jobs))
+		}
+	}
 	return k
+}
+
+// window counts, by "verb resource", the controller's writes and the garbage
+// collector's deletes in the run's namespace made from from to to (both included).
+func (a kubeAudit) window(from, to time.Time) (writes, collector map[string]int64) {
+	writes, collector = map[string]int64{}, map[string]int64{}
+	for _, w := range a.writes {
+		switch {
+		case w.at.Before(from) || w.at.After(to):
+		case w.collector:
+			if w.ns == namespace {
+				collector[w.verb+" "+w.resource]++
+			}
+		default:
+			writes[w.verb+" "+w.resource]++
+		}
+	}
+	return writes, collector
 }
 
 func splitKey(key string) (verb, rest string) {

@@ -29,6 +29,11 @@ type controller struct {
 	mu   sync.Mutex
 	cur  *controllerProcess
 	done Controller // processes that exited
+	// started counts the processes started; each is pod gantry-controller-N (POD_NAME:
+	// the owner of the scale-set sessions it opens), as a restarted pod is a new one.
+	started int
+	// launched is when the first process was started.
+	launched time.Time
 }
 
 type controllerProcess struct {
@@ -76,13 +81,21 @@ func (c *controller) Start(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("a controller is already running (pid %d)", c.cur.cmd.Process.Pid)
 	}
 	fmt.Fprintf(c.logf, "--- gantry sim: starting the controller at %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(c.opts.Gantry, c.args...) //nolint:noctx // stopped by stop() or Kill, with its group
-	cmd.Env = c.env
+	bin := c.opts.Gantry
+	if c.opts.Controller != "" {
+		bin = c.opts.Controller
+	}
+	cmd := exec.Command(bin, c.args...) //nolint:noctx // stopped by stop() or Kill, with its group
+	c.started++
+	if c.started == 1 {
+		c.launched = time.Now()
+	}
+	cmd.Env = append(c.env[:len(c.env):len(c.env)], "POD_NAME="+podName(c.started))
 	cmd.Stdout, cmd.Stderr = c.logf, c.logf
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		c.mu.Unlock()
-		return 0, fmt.Errorf("starting %s controller: %w", c.opts.Gantry, err)
+		return 0, fmt.Errorf("starting %s controller: %w", bin, err)
 	}
 	p := &controllerProcess{cmd: cmd, exited: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.exited) }()
@@ -161,6 +174,23 @@ func (c *controller) reap(p *controllerProcess) {
 }
 
 func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+
+// podName is the pod name of the n-th controller process.
+func podName(n int) string { return fmt.Sprintf("gantry-controller-%d", n) }
+
+// owner is the name the running (or last) controller process opens sessions as.
+func (c *controller) owner() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return podName(c.started)
+}
+
+// launchedAt is when the first controller process was started.
+func (c *controller) launchedAt() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.launched
+}
 
 // pid is the running controller's pid, 0 while none runs.
 func (c *controller) pid() int {

@@ -209,9 +209,15 @@ func TestAuditCounts(t *testing.T) {
 		PoolStatusWrites:          13, // 13 in 26 s
 		PoolStatusWritesPerSecond: 0.5,
 		PoolStatusWritesPeak:      1.2, // 12 in the busiest 10 s
+		WorkloadWritesPerJob:      9.5, // every write is from the workload's start on
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("audit counts (-want +got):\n%s", diff)
+	}
+	// With the workload from 2 s on, what came before is start-up: 2 creates and 3 status
+	// patches; after it, 9 patches, a delete and the collector's 3 deletes, 14 for 2 jobs.
+	if got := a.kubeAPI(2, 1, at(2), at(26)); got.StartupWrites != 5 || got.WorkloadWritesPerJob != 7 {
+		t.Errorf("from 2 s on: start-up writes %d, workload writes per job %v; want 5 and 7", got.StartupWrites, got.WorkloadWritesPerJob)
 	}
 	// The peak counts the writes while jobs ran: from 2 s on, 9 in the busiest 10 s.
 	if got := a.kubeAPI(2, 1, at(2), at(26)).PoolStatusWritesPeak; got != 0.9 {

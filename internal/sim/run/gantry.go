@@ -20,14 +20,20 @@ import (
 // taken up every pool (waitPoolsTakenUp), for every pool's
 // scale-set session (Scenario.waitsForSessions) and for the idle runners a warm
 // history asks for (Scenario.WarmHistory), and holds the idle window (Scenario.Idle);
-// none counts in the workload's figures.
+// none counts in the workload's figures. A fleet's controller is restarted after the
+// idle window (restartController).
 func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.Writer) (reportInputs, error) {
 	var sessions *Sessions
 	var idle *IdleReport
+	var restart *RestartReport
 	names := sc.poolNames()
-	waitPoolsTakenUp(ctx, w.cl.Client, names, poolsTakenUpWait, out)
+	waitPoolsTakenUp(ctx, w.cl.Client, names, max(poolsTakenUpWait, time.Duration(len(names))*time.Second), out)
 	if sc.waitsForSessions() {
-		s := waitSessions(ctx, w.sim, names, sessionsWait, out)
+		s := waitSessions(ctx, w.sim, sc.sessionPools(), sessionsWait, out)
+		if s.Seconds != nil {
+			secs := round1(s.openAt.Sub(w.ctrl.launchedAt()).Seconds())
+			s.SecondsFromStart = &secs
+		}
 		sessions = &s
 	}
 	if sc.WarmHistory != nil {
@@ -38,7 +44,13 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 	}
 	if sc.Idle > 0 {
 		probe := idleProbe{sim: w.sim, pid: w.ctrl.pid, metricsURL: w.ctrl.metricsURL}
-		idle = measureIdle(ctx, probe, w.sim, names, sc.Idle, out)
+		idle = measureIdle(ctx, probe, w.sim, sc.sessionPools(), sc.Idle, out)
+	}
+	if sc.Fleet != nil && sc.Fleet.Restart != "" {
+		var err error
+		if restart, err = restartController(ctx, w, sc, out); err != nil {
+			return reportInputs{}, err
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return reportInputs{}, err
@@ -158,6 +170,10 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 		drained: drained, drainedAt: drainedAt, injections: injections, lostNodePods: lostNodePods,
 		leftover: leftovers(ctx, w.cl.Client, w.sim), cpu: processCPU(),
 		sessions: sessions, idle: idle, caches: caches, runnerFailures: w.runners.failed(), secondBurstAt: secondBurstAt,
+		restart: restart, launched: w.ctrl.launchedAt(),
+	}
+	if sc.Fleet != nil {
+		in.platforms = poolPlatforms(ctx, w.cl.Client)
 	}
 	in.disruptions.drains, in.disruptions.reclaims, in.disruptions.kills = w.disruptor.records()
 	in.disruptions.runs = w.sim.Workflows().Runs()

@@ -118,6 +118,21 @@ polygon{stroke:none}.a0{fill:#4e79a7;color:#4e79a7}.a1{fill:#f28e2b;color:#f28e2
 <tr><th>REST calls per minute</th><td class="n">{{printf "%.2f" .RESTCallsPerMinute}}</td><td></td></tr>
 </table>
 <table>{{range $k, $v := .ActionsServiceCallsByRoute}}<tr><td>{{$k}}</td><td class="n">{{$v}}</td></tr>{{end}}{{range $k, $v := .RESTCallsByRoute}}<tr><td>{{$k}}</td><td class="n">{{$v}}</td></tr>{{end}}</table>{{end}}
+{{with .Fleet}}<h2>Fleet</h2>
+<p>{{.ScaleSetPools}} scale-set and {{.WebhookPools}} webhook pools on {{.Credentials}} credentials Secrets, {{.Nodes}} nodes.
+Writes are the controller's, from the kube-apiserver's audit log.</p>
+<table>
+<tr><th>nodes by architecture</th><td>{{range $k, $v := .NodesByArch}}{{$k}} {{$v}} {{end}}</td></tr>
+<tr><th>pools by platform</th><td>{{range $k, $v := .Platforms}}{{$k}}: {{$v}}; {{end}}</td></tr>
+<tr><th>node reads over the run</th><td>{{range $k, $v := .NodeReads}}{{$k}} {{$v}}; {{end}} lists: {{.NodeListCalls}}</td></tr>
+<tr><th>Secret reads over the run</th><td>{{.SecretReads}}</td></tr>
+<tr><th>start-up writes per pool</th><td>{{range $k, $v := .StartupWritesPerPool}}{{$k}} {{printf "%.3f" $v}}; {{end}}</td></tr>
+<tr><th>idle writes per pool per minute</th><td>{{range $k, $v := .IdleWritesPerPoolPerMinute}}{{$k}} {{printf "%.3f" $v}}; {{else}}none{{end}} (pool status writes per pool per 10 minutes: {{printf "%.3f" .IdlePoolStatusWritesPer10Minutes}})</td></tr>
+{{with .Restart}}<tr><th>restart (SIG{{.Signal}})</th><td>ready {{.DownSeconds}} s after the signal; {{.Open}} of {{.Pools}} sessions open in the new controller{{if .SessionsSeconds}}, all {{f2 .SessionsSeconds}} s after it was ready{{else}}: <strong>not all within 5 minutes</strong>{{end}}; named in the pools' statuses {{if .StatusSeconds}}{{f2 .StatusSeconds}} s after it was ready{{else}}<strong>not all within 2 minutes</strong>{{end}}</td></tr>{{end}}
+<tr><th>restart writes per pool</th><td>{{range $k, $v := .RestartWritesPerPool}}{{$k}} {{printf "%.3f" $v}}; {{end}}</td></tr>
+<tr><th>burst</th><td>{{.Burst.Jobs}} jobs over {{.Burst.Pools}} pools ({{.Burst.ScaleSetPools}} scale-set, {{.Burst.WebhookPools}} webhook);
+{{range $k, $v := .Burst.PickupByDemandSource}}{{$k}} pickup p50 {{$v.P50}} s, p99 {{$v.P99}} s; {{end}}writes per job {{.Burst.WritesPerJob}}</td></tr>
+</table>{{end}}
 {{if .Floor}}<h2>Gantry beside the floor</h2>
 <p>The floor is an oracle run on the same cluster and simulator right after Gantry's
 workload, with the same jobs (same seed): it knows each job the moment it is queued and

@@ -19,9 +19,13 @@ type Sessions struct {
 	Pools int `json:"pools"`
 	// Open is how many of the pools' scale sets had a live session when the wait ended.
 	Open int `json:"open"`
-	// Seconds is how long after the controller was ready every session was open; nil
-	// when they were not all open within the wait (5 minutes).
-	Seconds *float64 `json:"seconds"`
+	// Seconds is how long after the controller took up its pools every session was
+	// open (they often are by then: 0); nil when they were not all open within the wait
+	// (5 minutes). SecondsFromStart is from the controller process's start.
+	Seconds          *float64 `json:"seconds"`
+	SecondsFromStart *float64 `json:"seconds_from_start,omitempty"`
+
+	openAt time.Time
 }
 
 // IdleReport is what the controller costs with every pool's session open and no job
@@ -50,6 +54,8 @@ type IdleReport struct {
 	RESTCallsByRoute           map[string]int64 `json:"rest_calls_by_endpoint"`
 	// Error says what could not be measured (the controller's metrics or /proc).
 	Error string `json:"error,omitempty"`
+
+	from, to time.Time
 }
 
 // scaleSetLister is where the run sees the scale sets: the GitHub simulator.
@@ -81,7 +87,8 @@ func waitSessions(ctx context.Context, sim scaleSetLister, names []string, timeo
 	for {
 		s.Open = sessionsOpen(sim.ScaleSets(), names)
 		if s.Open == len(names) {
-			secs := round1(time.Since(start).Seconds())
+			s.openAt = time.Now()
+			secs := round1(s.openAt.Sub(start).Seconds())
 			s.Seconds = &secs
 			fmt.Fprintf(out, "All %d sessions open after %.1fs\n", s.Open, secs)
 			return s
@@ -151,6 +158,7 @@ func measureIdle(ctx context.Context, p idleProbe, sim scaleSetLister, names []s
 		rssBytes = rss(pid)
 	}
 	r := idleReport(len(names), sessionsOpen(sim.ScaleSets(), names), from, to, rssBytes)
+	r.from, r.to = from.at, to.at
 	if all := append(errs, errs2...); len(all) > 0 {
 		r.Error = all[0].Error()
 	}

@@ -40,7 +40,9 @@ import (
 // Version 13 added usage.
 // Version 14 added leftover.step_pods and container_jobs' step_pods, pods_with_host_port,
 // port_mapped_jobs, port_mapped_jobs_green and bursts.
-const SchemaVersion = 14
+// Version 15 added fleet, sessions.seconds_from_start, kube_api.startup_writes and
+// kube_api.workload_writes_per_job.
+const SchemaVersion = 15
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -192,6 +194,8 @@ type Report struct {
 	Caches      *CacheReport  `json:"caches,omitempty"`
 	// ContainerJobs: a Kubernetes-mode pool's container jobs (Scenario.ContainerJobs).
 	ContainerJobs *ContainerJobsReport `json:"container_jobs,omitempty"`
+	// Fleet: a fleet of pools phase by phase (Scenario.Fleet).
+	Fleet *FleetReport `json:"fleet,omitempty"`
 	// Disruptions: what drains, reclaims and evictions did to the jobs
 	// (report_disruptions.go).
 	Disruptions *DisruptionsReport `json:"disruptions,omitempty"`
@@ -212,11 +216,13 @@ type Report struct {
 
 // Clean reports whether the run ended as it should: every job finished and none was
 // lost, nothing left over, no busy runner killed, every pool's scale-set session open
-// when the run waited for them and at the end of an idle window, the cache's promises
-// kept (CacheReport.Clean), and the disruptions' (DisruptionsReport.Clean).
+// when the run waited for them, at the end of an idle window and after a fleet's
+// restart (and named in the pools' statuses), the cache's promises kept
+// (CacheReport.Clean), and the disruptions' (DisruptionsReport.Clean).
 func (r *Report) Clean() bool {
 	return r.Caches.Clean() && r.Disruptions.Clean() && r.Finished && r.JobsNeverPickedUp == 0 && r.JobsUnfinished == 0 && r.Leftover.Total() == 0 && r.BusyRunnersKilled == 0 &&
 		(r.Sessions == nil || r.Sessions.Open == r.Sessions.Pools) &&
+		(r.Fleet == nil || r.Fleet.Restart == nil || (r.Fleet.Restart.Open == r.Fleet.Restart.Pools && r.Fleet.Restart.StatusSeconds != nil)) &&
 		(r.Idle == nil || r.DemandSource != v1alpha1.DemandSourceScaleSet || r.Idle.SessionsOpen == r.Idle.Pools)
 }
 
@@ -244,7 +250,10 @@ type reportInputs struct {
 	idle                   *IdleReport
 	caches                 *cacheInputs
 	runnerFailures         map[string]string // failed Runners' reason and message, by name
-	secondBurstAt          time.Time         // when a container-jobs scenario's second burst was queued
+	restart                *RestartReport
+	platforms              map[string]int // a fleet's pools by platform
+	launched               time.Time      // the first controller process started
+	secondBurstAt          time.Time      // when a container-jobs scenario's second burst was queued
 	disruptions            disruptionInputs
 	usage                  usageInputs
 }
@@ -283,6 +292,7 @@ func buildReport(sc Scenario, in reportInputs) *Report {
 		r.Faults = faultsReport(r, in, failedRunnerLost, lostWithNode)
 	}
 	r.ContainerJobs = containerJobsReport(sc, in, r.KubeWritesPerJob)
+	r.Fleet = fleetReport(sc, in, r)
 	if r.Disruptions = disruptionsReport(sc, in); r.Disruptions != nil {
 		// A runner deleted at the pool's bound of a drain's wait is the bound's, by
 		// design: its job is the infrastructure's to re-run, not a busy runner killed.

@@ -26,6 +26,9 @@ type Options struct {
 	OutDir string
 	// Gantry is the gantry binary to run as the controller (default: this executable).
 	Gantry string
+	// Controller, when set, is run as the controller instead of Gantry: another build
+	// measured on the same scenario. The floor's oracle stays Gantry's.
+	Controller string
 	// GantryEnv is added to the controller's environment.
 	GantryEnv []string
 	// Out receives progress and the live view.

@@ -132,8 +132,9 @@ func TestEveryScenarioJobFitsItsScaleSet(t *testing.T) {
 			t.Errorf("%s: %d pools, want %d", sc.Name, len(pools), sc.pools())
 		}
 		for i, pool := range pools {
-			if want := sc.poolNames()[i]; !pool.UsesScaleSet() || pool.Name != want || pool.ScaleSetName() != want {
-				t.Errorf("%s: pool %s uses a scale set %v named %q; want one named %s", sc.Name, pool.Name, pool.UsesScaleSet(), pool.ScaleSetName(), want)
+			scaleSet := sc.poolSource(i) == v1alpha1.DemandSourceScaleSet // a fleet's webhook pools: none
+			if want := sc.poolNames()[i]; pool.UsesScaleSet() != scaleSet || pool.Name != want || (scaleSet && pool.ScaleSetName() != want) {
+				t.Errorf("%s: pool %s uses a scale set %v named %q; want %v, named %s", sc.Name, pool.Name, pool.UsesScaleSet(), pool.ScaleSetName(), scaleSet, want)
 			}
 		}
 		wl := sc.workload()
@@ -150,12 +151,18 @@ func TestEveryScenarioJobFitsItsScaleSet(t *testing.T) {
 		for _, labels := range jobs {
 			var fits []string
 			for _, pool := range pools {
-				if covers(scaleSetLabels(pool), labels) {
+				// A webhook pool (of a fleet) takes the jobs its runners' labels cover,
+				// as the Router matches them.
+				have := pool.RunnerLabels()
+				if pool.UsesScaleSet() {
+					have = scaleSetLabels(pool)
+				}
+				if covers(have, labels) {
 					fits = append(fits, pool.Name)
 				}
 			}
 			if len(fits) != 1 {
-				t.Errorf("%s: a job's runs-on %v fits the scale sets of %v; want exactly one pool's", sc.Name, labels, fits)
+				t.Errorf("%s: a job's runs-on %v fits the pools %v; want exactly one", sc.Name, labels, fits)
 			}
 		}
 	}

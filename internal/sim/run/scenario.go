@@ -130,6 +130,9 @@ type Scenario struct {
 	// Faults is played during the workload, from its start (package fault).
 	Faults *fault.Schedule `json:"faults,omitempty"`
 
+	// Fleet makes the pools a fleet of both demand sources, several credentials and
+	// architectures, with the controller restarted before the workload (fleet.go).
+	Fleet *FleetSpec `json:"fleet,omitempty"`
 	// Pipeline, when set, is the workload instead of a burst or steady arrivals: runs
 	// of jobs that need others (pipeline.go). The run then waits until every run has
 	// completed and nothing changed for RerunSettle (default 1m): a run a disruption
@@ -326,6 +329,7 @@ var Scenarios = withScaleSetVariants(map[string]Scenario{
 		Burst: 500, JobDuration: 10 * time.Second, MaxRunners: 20, Nodes: 10,
 		PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 10 * time.Minute,
 	},
+	"fleet":                fleetScenario,
 	"cache":                cacheScenario,
 	"cache-off":            withoutCache(cacheScenario),
 	"disruptions":          disruptionsScenario,
@@ -458,7 +462,7 @@ func (s Scenario) Validate() error {
 	if s.Pools < 0 || s.BurstPools < 0 || s.Idle < 0 {
 		errs = append(errs, errors.New("pools, burst_pools and idle must not be negative"))
 	}
-	if s.Pools > 1 && s.demandSource() != v1alpha1.DemandSourceScaleSet {
+	if s.Pools > 1 && s.demandSource() != v1alpha1.DemandSourceScaleSet && s.Fleet == nil {
 		// Webhook pools are matched to jobs by their labels: pools of one spec would all
 		// claim every job. A scale set is named, and a job can name it.
 		errs = append(errs, fmt.Errorf("pools %d needs demand_source ScaleSet: webhook pools of the same labels would all claim every job (run it with one pool, or on ScaleSet)", s.Pools))
@@ -486,6 +490,11 @@ func (s Scenario) Validate() error {
 	}
 	if s.Faults != nil {
 		if err := s.Faults.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.Fleet != nil {
+		if err := s.Fleet.validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -78,7 +78,7 @@ func startWorld(ctx context.Context, sc Scenario, opts Options) (_ *world, err e
 	say("Scenario %s: %s", sc.Name, sc.Description)
 	w.cl, err = cluster.Start(ctx, cluster.Options{
 		BinDir: opts.BinDir, WorkDir: filepath.Join(opts.OutDir, "cluster"),
-		Nodes: sc.Nodes, PodStartDelay: sc.PodStartDelay, NodeMonitorGracePeriod: sc.NodeMonitorGracePeriod, Log: opts.Out,
+		Nodes: sc.Nodes, NodeArchs: sc.nodeArchs(), PodStartDelay: sc.PodStartDelay, NodeMonitorGracePeriod: sc.NodeMonitorGracePeriod, Log: opts.Out,
 		AuditUser: controllerUser,
 	})
 	if err != nil {
@@ -103,7 +103,7 @@ func startWorld(ctx context.Context, sc Scenario, opts Options) (_ *world, err e
 		return nil, err
 	}
 	w.pools = newPools(sc, w.simURL)
-	if err := setupNamespaces(ctx, w.cl.Client, w.pools); err != nil {
+	if err := setupNamespaces(ctx, w.cl.Client, w.pools, sc.credentials()); err != nil {
 		return nil, err
 	}
 	if len(w.pools) > 1 {
@@ -159,9 +159,13 @@ func (w *world) startGitHub(ctx context.Context, sc Scenario) error {
 		return err
 	}
 	w.simURL = "http://" + ln.Addr().String()
+	var pats []simgithub.PAT
+	for _, c := range sc.credentials() {
+		pats = append(pats, simgithub.PAT{Token: c.token, Login: "gantry-sim", Scopes: []string{"repo", "admin:org", "manage_runners:org", "admin:org_hook"}})
+	}
 	w.sim = simgithub.New(simgithub.Options{
 		URL:               w.simURL,
-		PATs:              []simgithub.PAT{{Token: simToken, Login: "gantry-sim", Scopes: []string{"repo", "admin:org", "manage_runners:org", "admin:org_hook"}}},
+		PATs:              pats,
 		RateLimits:        sc.RateLimits,
 		WebhookWorkers:    16,
 		RunnerLostTimeout: sc.RunnerLostTimeout,
@@ -182,12 +186,16 @@ func (w *world) startGitHub(ctx context.Context, sc Scenario) error {
 }
 
 // newPools are the scenario's RunnerPools, one per name of Scenario.poolNames: ci/linux
-// alone, or ci/linux-001, ci/linux-002, … of the same spec.
+// alone, or ci/linux-001, ci/linux-002, … of the same spec, or a fleet's (fleetPool).
 func newPools(sc Scenario, simURL string) []*v1alpha1.RunnerPool {
 	names := sc.poolNames()
 	pools := make([]*v1alpha1.RunnerPool, 0, len(names))
-	for _, name := range names {
-		pools = append(pools, newPool(sc, simURL, name))
+	for i, name := range names {
+		pool := newPool(sc, simURL, name)
+		if sc.Fleet != nil {
+			fleetPool(sc, pool, i)
+		}
+		pools = append(pools, pool)
 	}
 	return pools
 }
@@ -253,11 +261,11 @@ func newPool(sc Scenario, simURL, name string) *v1alpha1.RunnerPool {
 	return pool
 }
 
-// setupNamespaces creates the namespaces, the webhook and GitHub credential Secrets
-// and the pools. A Kubernetes-mode pool gets, as its install would give it, its
+// setupNamespaces creates the namespaces, the webhook Secret, the GitHub credentials
+// Secrets (creds) and the pools. A Kubernetes-mode pool gets, as its install would give it, its
 // workflow pods' namespace (Pod Security baseline), the gantry-container-hook
 // ClusterRole that the controller binds there and the hook's admission policy.
-func setupNamespaces(ctx context.Context, c client.Client, pools []*v1alpha1.RunnerPool) error {
+func setupNamespaces(ctx context.Context, c client.Client, pools []*v1alpha1.RunnerPool, creds []credential) error {
 	namespaces := []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, {ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}}
 	if slices.ContainsFunc(pools, func(p *v1alpha1.RunnerPool) bool { return p.Spec.ContainerMode.IsKubernetes() }) {
 		namespaces = append(namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: jobsNamespace,
@@ -278,8 +286,10 @@ func setupNamespaces(ctx context.Context, c client.Client, pools []*v1alpha1.Run
 	objs := []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: "gantry-webhook"},
 			Data: map[string][]byte{manager.WebhookSecretKey: []byte(hookSecret)}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "github-creds"},
-			Data: map[string][]byte{"github_token": []byte(simToken)}},
+	}
+	for _, cr := range creds {
+		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: cr.secret},
+			Data: map[string][]byte{"github_token": []byte(cr.token)}})
 	}
 	for _, p := range pools {
 		objs = append(objs, p.DeepCopy())

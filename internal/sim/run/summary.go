@@ -20,6 +20,9 @@ func (r *Report) Summary() string {
 	if i := r.Idle; i != nil {
 		fmt.Fprintf(&b, "  idle: %s\n", i.summary())
 	}
+	if f := r.Fleet; f != nil {
+		b.WriteString(f.summary(r.Sessions))
+	}
 	fmt.Fprintf(&b, "  pickup   p50 %.2fs  p95 %.2fs  p99 %.2fs  max %.2fs  at a cost of %.2f idle runner-seconds per job\n",
 		r.PickupSeconds.P50, r.PickupSeconds.P95, r.PickupSeconds.P99, r.PickupSeconds.Max, r.IdleRunnerSecondsPerJob)
 	if w := r.Warm; w != nil {

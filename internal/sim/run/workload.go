@@ -75,8 +75,12 @@ func (s Scenario) workload() workload {
 	if s.pools() > 1 {
 		// runs-on: the scale set's name, as workflows select a scale set: GitHub offers
 		// the job to that scale set alone (the pools share every other label).
-		for _, name := range s.burstPools() {
-			wl.spread = append(wl.spread, []string{name})
+		for i, name := range s.burstPools() {
+			labels := []string{name}
+			if s.Fleet != nil {
+				labels = s.fleetJobLabels(i, name) // a webhook pool's by its label
+			}
+			wl.spread = append(wl.spread, labels)
 		}
 	}
 	return wl

@@ -252,6 +252,48 @@ func TestRouting(t *testing.T) {
 func TestWebhookBlockedByNetworkPolicy(t *testing.T) {
 	w := newWorld(t, stack.Options{})
 	w.apply(w.pool("linux").Obj())
+	policy, svc := w.loadBalancerBehindControllerPolicy()
+	blocked := func(rep *doctor.Report) bool {
+		return slices.Contains(rep.Findings(), doctor.FindingWebhookBlockedByNetworkPolicy)
+	}
+	if !blocked(w.doctor(nil, nil)) {
+		t.Errorf("a LoadBalancer webhook Service behind the default controller policy: no %s", doctor.FindingWebhookBlockedByNetworkPolicy)
+	}
+
+	// GitHub's hook ranges admitted, as docs/install.md's LoadBalancer values do.
+	patch := client.MergeFrom(policy.DeepCopy())
+	policy.Spec.Ingress[0].From = []networkingv1.NetworkPolicyPeer{
+		{IPBlock: &networkingv1.IPBlock{CIDR: "192.30.252.0/22"}}, {IPBlock: &networkingv1.IPBlock{CIDR: "140.82.112.0/20"}},
+	}
+	if err := env.Client.Patch(w.ctx(), policy, patch); err != nil {
+		t.Fatal(err)
+	}
+	if blocked(w.doctor(nil, nil)) {
+		t.Errorf("the policy admits GitHub's hook ranges, yet doctor reports %s", doctor.FindingWebhookBlockedByNetworkPolicy)
+	}
+
+	// Back to the default policy, behind a ClusterIP Service: nothing comes from outside.
+	patch = client.MergeFrom(policy.DeepCopy())
+	policy.Spec.Ingress[0].From = []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}}
+	if err := env.Client.Patch(w.ctx(), policy, patch); err != nil {
+		t.Fatal(err)
+	}
+	svcPatch := client.MergeFrom(svc.DeepCopy())
+	svc.Spec.Type = corev1.ServiceTypeClusterIP
+	if err := env.Client.Patch(w.ctx(), svc, svcPatch); err != nil {
+		t.Fatal(err)
+	}
+	if blocked(w.doctor(nil, nil)) {
+		t.Errorf("a ClusterIP webhook Service: doctor reports %s", doctor.FindingWebhookBlockedByNetworkPolicy)
+	}
+}
+
+// loadBalancerBehindControllerPolicy makes the world's namespace hold what an install
+// with a LoadBalancer webhook Service holds: the controller's pod, the Service, and the
+// controller's default NetworkPolicy (config/components/network-policies).
+func (w *world) loadBalancerBehindControllerPolicy() (*networkingv1.NetworkPolicy, *corev1.Service) {
+	t := w.t
+	t.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -282,39 +324,7 @@ func TestWebhookBlockedByNetworkPolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	blocked := func(rep *doctor.Report) bool {
-		return slices.Contains(rep.Findings(), doctor.FindingWebhookBlockedByNetworkPolicy)
-	}
-	if !blocked(w.doctor(nil, nil)) {
-		t.Errorf("a LoadBalancer webhook Service behind the default controller policy: no %s", doctor.FindingWebhookBlockedByNetworkPolicy)
-	}
-
-	// GitHub's hook ranges admitted, as docs/install.md's LoadBalancer values do.
-	patch := client.MergeFrom(policy.DeepCopy())
-	policy.Spec.Ingress[0].From = []networkingv1.NetworkPolicyPeer{
-		{IPBlock: &networkingv1.IPBlock{CIDR: "192.30.252.0/22"}}, {IPBlock: &networkingv1.IPBlock{CIDR: "140.82.112.0/20"}},
-	}
-	if err := env.Client.Patch(w.ctx(), &policy, patch); err != nil {
-		t.Fatal(err)
-	}
-	if blocked(w.doctor(nil, nil)) {
-		t.Errorf("the policy admits GitHub's hook ranges, yet doctor reports %s", doctor.FindingWebhookBlockedByNetworkPolicy)
-	}
-
-	// Back to the default policy, behind a ClusterIP Service: nothing comes from outside.
-	patch = client.MergeFrom(policy.DeepCopy())
-	policy.Spec.Ingress[0].From = []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}}
-	if err := env.Client.Patch(w.ctx(), &policy, patch); err != nil {
-		t.Fatal(err)
-	}
-	svcPatch := client.MergeFrom(svc.DeepCopy())
-	svc.Spec.Type = corev1.ServiceTypeClusterIP
-	if err := env.Client.Patch(w.ctx(), svc, svcPatch); err != nil {
-		t.Fatal(err)
-	}
-	if blocked(w.doctor(nil, nil)) {
-		t.Errorf("a ClusterIP webhook Service: doctor reports %s", doctor.FindingWebhookBlockedByNetworkPolicy)
-	}
+	return &policy, svc
 }
 
 // Without --repository: a public repository's job reached the pool (its webhook), so

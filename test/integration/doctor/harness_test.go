@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -143,6 +144,12 @@ func (w *world) queue(repo string, labels ...string) {
 // doctor runs doctor on this world's namespace, as `gantry doctor -n NS` would.
 func (w *world) doctor(job *doctor.JobQuery, caBundle []byte) *doctor.Report {
 	w.t.Helper()
+	return w.doctorAs(env.Client, job, caBundle)
+}
+
+// doctorAs runs doctor with a Kubernetes client of someone's: their rights.
+func (w *world) doctorAs(kube client.Client, job *doctor.JobQuery, caBundle []byte) *doctor.Report {
+	w.t.Helper()
 	opts := github.Options{Timeout: 10 * time.Second}
 	if caBundle != nil {
 		tr, err := github.TransportWithCABundle(caBundle)
@@ -152,11 +159,11 @@ func (w *world) doctor(job *doctor.JobQuery, caBundle []byte) *doctor.Report {
 		opts.Transport = tr
 	}
 	rep, err := doctor.Run(w.ctx(), doctor.Options{
-		Kube:                env.Client,
+		Kube:                kube,
 		Namespace:           w.ns,
 		ControllerNamespace: w.ns,
 		Job:                 job,
-		GitHub: &controller.GitHubResolver{Reader: env.Client, Clock: clock.RealClock{}, AllowHTTP: true,
+		GitHub: &controller.GitHubResolver{Reader: kube, Clock: clock.RealClock{}, AllowHTTP: true,
 			Provider: github.NewProvider(github.ProviderOptions{Options: opts})},
 	})
 	if err != nil {

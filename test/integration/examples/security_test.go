@@ -37,16 +37,7 @@ var podSecurityLevels = map[string]string{
 // (ServiceAccount admission on, as in a real cluster).
 func admitRunnerPod(t *testing.T, pool *v1alpha1.RunnerPool, level string) (*corev1.Pod, error) {
 	t.Helper()
-	ns := env.Namespace(t)
-	var nsObj corev1.Namespace
-	if err := env.Client.Get(ctx(t), client.ObjectKey{Name: ns}, &nsObj); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(nsObj.DeepCopy())
-	nsObj.Labels["pod-security.kubernetes.io/enforce"] = level
-	if err := env.Client.Patch(ctx(t), &nsObj, patch); err != nil {
-		t.Fatal(err)
-	}
+	ns := namespaceEnforcing(t, level)
 	pool = pool.DeepCopy()
 	pool.Namespace = ns
 	r := &v1alpha1.Runner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pool.Name + "-abcde"}, Spec: v1alpha1.RunnerSpec{PoolName: pool.Name}}
@@ -62,6 +53,23 @@ func admitRunnerPod(t *testing.T, pool *v1alpha1.RunnerPool, level string) (*cor
 		return nil, err
 	}
 	return pod, nil
+}
+
+// namespaceEnforcing makes a namespace for the test whose Pod Security admission
+// enforces level.
+func namespaceEnforcing(t *testing.T, level string) string {
+	t.Helper()
+	ns := env.Namespace(t)
+	var nsObj corev1.Namespace
+	if err := env.Client.Get(ctx(t), client.ObjectKey{Name: ns}, &nsObj); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(nsObj.DeepCopy())
+	nsObj.Labels["pod-security.kubernetes.io/enforce"] = level
+	if err := env.Client.Patch(ctx(t), &nsObj, patch); err != nil {
+		t.Fatal(err)
+	}
+	return ns
 }
 
 func tokenVolumes(p *corev1.Pod) []string {

@@ -21,9 +21,9 @@ import (
 //	                                       is written to FILE before the next command,
 //	                                       or (yaml) a scenario's action compares it
 //	                                       with what the cluster holds
-//	<!-- test: ID; replaces: A, B -->      as above; the test substitutes the named
-//	                                       placeholders (an App ID, a URL) before
-//	                                       running it, and logs each substitution
+//	<!-- release: ID -->                   the block runs in `make release-dry-run`'s
+//	                                       rehearsal (release_test.go), with the dry
+//	                                       run's files where a download puts them
 //	<!-- manifest -->                      a Kubernetes manifest: applied (server-side
 //	                                       dry run, strict fields) to the test control
 //	                                       plane by TestDocManifests
@@ -39,8 +39,13 @@ import (
 //
 // Every sh and yaml block of every doc in allDocs carries one of them
 // (TestDocsBlocksAreMarked); every block marked `test` is run by a scenario in
-// docs_test.go. Blocks of other languages (console output, JSON, Go) show output or
-// code, not something to run.
+// docs_scenarios_test.go, every block marked `release` by the rehearsal. Blocks of other
+// languages (console output, JSON, Go) show output or code, not something to run.
+//
+// A value the reader must change is written as a placeholder, a word in capitals that
+// starts with YOUR_ (placeholderRE), and each doc that has one says so before its first
+// block. The tests replace the placeholders, and nothing else, before they run a block
+// (docWorld.substitute); TestDocsEditOnlyPlaceholders holds them to that.
 
 // docFiles are the docs whose shell blocks the docs scenarios run to install and operate
 // Gantry.
@@ -54,6 +59,7 @@ var docFiles = []string{
 	"docs/doctor.md",
 	"docs/troubleshooting.md",
 	"docs/runnerpool.md",
+	"examples/README.md",
 }
 
 // allDocs are every document a user reads: docs/, the chart's README, the examples'
@@ -81,12 +87,10 @@ type docBlock struct {
 	line int    // of the opening fence, 1-based
 	lang string
 	body string
-	// marker is "test", "not tested" or "" (none).
+	// marker is "test", "release", "not tested", "manifest", "values" or "" (none).
 	marker string
 	// id names a tested block; skipWhy says why a block is not tested.
 	id, skipWhy string
-	// replaces are the placeholders the test substitutes.
-	replaces []string
 }
 
 // ref is how scenarios name the block: "docs/quickstart.md#helm-install".
@@ -104,7 +108,7 @@ func (b docBlock) fileName() string {
 }
 
 var (
-	markerRE = regexp.MustCompile(`^\s*<!--\s*(test|not tested|manifest|values)(?::\s*(.*?))?\s*-->\s*$`)
+	markerRE = regexp.MustCompile(`^\s*<!--\s*(test|release|not tested|manifest|values)(?::\s*(.*?))?\s*-->\s*$`)
 	fenceRE  = regexp.MustCompile("^(\\s*)```(\\S*)\\s*$")
 )
 
@@ -144,19 +148,9 @@ func parseDocBlocks(file, text string) ([]docBlock, error) {
 				case "manifest", "values":
 					cur.id = mm[2]
 				default:
-					id, rest, _ := strings.Cut(mm[2], ";")
-					cur.id = strings.TrimSpace(id)
-					if r, ok := strings.CutPrefix(strings.TrimSpace(rest), "replaces:"); ok {
-						for _, p := range strings.Split(r, ",") {
-							if p = strings.TrimSpace(p); p != "" {
-								cur.replaces = append(cur.replaces, p)
-							}
-						}
-					} else if strings.TrimSpace(rest) != "" {
-						return nil, fmt.Errorf("%s:%d: marker %q: after the id only \"replaces: A, B\" may follow", file, n-1, prev)
-					}
-					if cur.id == "" || strings.ContainsAny(cur.id, " #") {
-						return nil, fmt.Errorf("%s:%d: marker %q needs an id without spaces", file, n-1, prev)
+					cur.id = strings.TrimSpace(mm[2])
+					if cur.id == "" || strings.ContainsAny(cur.id, " #;,") {
+						return nil, fmt.Errorf("%s:%d: marker %q needs an id, one word: placeholders are YOUR_ words in the block, not listed in the marker", file, n-1, prev)
 					}
 				}
 			}
@@ -170,22 +164,29 @@ func parseDocBlocks(file, text string) ([]docBlock, error) {
 	return out, sc.Err()
 }
 
-// loadDocBlocks parses every doc in docFiles and returns the blocks marked `test`, by
-// ref.
+// readDoc returns a doc's text (f relative to the repository's root) and its blocks.
+func readDoc(t *testing.T, f string) (string, []docBlock) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := parseDocBlocks(f, string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), blocks
+}
+
+// loadDocBlocks parses every doc in docFiles and returns the blocks marked `test` or
+// `release`, by ref.
 func loadDocBlocks(t *testing.T) map[string]docBlock {
 	t.Helper()
 	out := map[string]docBlock{}
 	for _, f := range docFiles {
-		b, err := os.ReadFile(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		blocks, err := parseDocBlocks(f, string(b))
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, blocks := readDoc(t, f)
 		for _, bl := range blocks {
-			if bl.marker != "test" {
+			if bl.marker != "test" && bl.marker != "release" {
 				continue
 			}
 			if old, dup := out[bl.ref()]; dup {
@@ -204,14 +205,7 @@ func allDocBlocks(t *testing.T) []docBlock {
 	t.Helper()
 	var out []docBlock
 	for _, f := range allDocs(t) {
-		b, err := os.ReadFile(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		blocks, err := parseDocBlocks(f, string(b))
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, blocks := readDoc(t, f)
 		out = append(out, blocks...)
 	}
 	return out
@@ -247,8 +241,8 @@ func TestDocsBlocksAreMarked(t *testing.T) {
 			counts[bl.marker]++
 		}
 		switch {
-		case isShell(bl.lang) && bl.marker != "test" && bl.marker != "not tested":
-			t.Errorf("%s: a shell block without <!-- test: ID --> or <!-- not tested: WHY --> before it", bl.where())
+		case isShell(bl.lang) && bl.marker != "test" && bl.marker != "release" && bl.marker != "not tested":
+			t.Errorf("%s: a shell block without <!-- test: ID -->, <!-- release: ID --> or <!-- not tested: WHY --> before it", bl.where())
 		case bl.lang == "yaml" && bl.marker == "":
 			t.Errorf("%s: a yaml block without <!-- test: ID -->, <!-- manifest -->, <!-- manifest: RunnerPool spec -->, <!-- values: NAME --> or <!-- not tested: WHY --> before it", bl.where())
 		case !runnable && bl.marker != "":
@@ -265,7 +259,14 @@ func TestDocsBlocksAreMarked(t *testing.T) {
 				t.Errorf("%s: a tested %s block must start with a \"# FILE\" line naming the file it is, or be what a scenario's action compares with the cluster", bl.where(), bl.lang)
 			}
 			if !used[bl.ref()] {
-				t.Errorf("%s: block %s is marked test, but no scenario in docs_test.go runs it", bl.where(), bl.ref())
+				t.Errorf("%s: block %s is marked test, but no scenario in docs_scenarios_test.go runs it", bl.where(), bl.ref())
+			}
+		case "release":
+			if !isShell(bl.lang) {
+				t.Errorf("%s: only shell blocks can be marked release", bl.where())
+			}
+			if !slices.Contains(releaseBlocks, bl.ref()) {
+				t.Errorf("%s: block %s is marked release, but the rehearsal (releaseBlocks) does not run it", bl.where(), bl.ref())
 			}
 		case "manifest":
 			if !slices.Contains(manifestKinds, bl.id) {
@@ -279,21 +280,26 @@ func TestDocsBlocksAreMarked(t *testing.T) {
 	}
 	var missing []string
 	for ref := range used {
-		if _, ok := blocks[ref]; !ok {
+		if b, ok := blocks[ref]; !ok || b.marker != "test" {
+			missing = append(missing, ref)
+		}
+	}
+	for _, ref := range releaseBlocks {
+		if b, ok := blocks[ref]; !ok || b.marker != "release" {
 			missing = append(missing, ref)
 		}
 	}
 	slices.Sort(missing)
 	if len(missing) > 0 {
-		t.Errorf("scenarios run blocks no doc marks: %v", missing)
+		t.Errorf("scenarios or the rehearsal run blocks no doc marks so: %v", missing)
 	}
-	t.Logf("commands and manifests of %d docs: %d run by a scenario, %d applied as manifests, %d rendered as chart values, %d not tested:\n  %s",
-		len(allDocs(t)), counts["test"], counts["manifest"], counts["values"], counts["not tested"], strings.Join(skipped, "\n  "))
+	t.Logf("commands and manifests of %d docs: %d run by a scenario, %d by the release rehearsal, %d applied as manifests, %d rendered as chart values, %d not tested:\n  %s",
+		len(allDocs(t)), counts["test"], counts["release"], counts["manifest"], counts["values"], counts["not tested"], strings.Join(skipped, "\n  "))
 }
 
 func TestParseDocBlocks(t *testing.T) {
 	doc := "intro\n\n<!-- test: install -->\n```sh\nhelm install x\n```\n\n" +
-		"1. a step\n\n   <!-- test: pool; replaces: https://github.com/my-org, 123 -->\n   ```yaml\n   # pool.yaml\n   a: 1\n   ```\n" +
+		"1. a step\n\n   <!-- test: pool -->\n   ```yaml\n   # pool.yaml\n   a: 1\n   ```\n" +
 		"<!-- not tested: waits forever -->\n```sh\nkubectl get x -w\n```\n" +
 		"```console\nNAME\n```\n"
 	got, err := parseDocBlocks("d.md", doc)
@@ -302,7 +308,7 @@ func TestParseDocBlocks(t *testing.T) {
 	}
 	want := []docBlock{
 		{file: "d.md", line: 4, lang: "sh", body: "helm install x\n", marker: "test", id: "install"},
-		{file: "d.md", line: 11, lang: "yaml", body: "# pool.yaml\na: 1\n", marker: "test", id: "pool", replaces: []string{"https://github.com/my-org", "123"}},
+		{file: "d.md", line: 11, lang: "yaml", body: "# pool.yaml\na: 1\n", marker: "test", id: "pool"},
 		{file: "d.md", line: 16, lang: "sh", body: "kubectl get x -w\n", marker: "not tested", skipWhy: "waits forever"},
 		{file: "d.md", line: 19, lang: "console", body: "NAME\n"},
 	}
@@ -312,7 +318,7 @@ func TestParseDocBlocks(t *testing.T) {
 	if name := got[1].fileName(); name != "pool.yaml" {
 		t.Errorf("fileName = %q, want pool.yaml", name)
 	}
-	for _, bad := range []string{"<!-- test: a b -->\n```sh\nx\n```\n", "<!-- test: a; with: b -->\n```sh\nx\n```\n", "```sh\nx\n"} {
+	for _, bad := range []string{"<!-- test: a b -->\n```sh\nx\n```\n", "<!-- test: a; replaces: b -->\n```sh\nx\n```\n", "```sh\nx\n"} {
 		if _, err := parseDocBlocks("d.md", bad); err == nil {
 			t.Errorf("parseDocBlocks(%q) accepted it", bad)
 		}

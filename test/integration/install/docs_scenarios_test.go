@@ -46,17 +46,26 @@ const (
 	demandDoc       = "docs/demand.md#"
 	doctorDoc       = "docs/doctor.md#"
 	troubleshooting = "docs/troubleshooting.md#"
+	examplesDoc     = "examples/README.md#"
 )
 
 // docScenarios are the paths a user takes through the docs, each from an empty
-// cluster to an uninstall that leaves nothing behind. The blocks run as written (with
-// the placeholders their markers name substituted); between them the test does what
-// the user does on GitHub (a webhook, a job) and checks what the docs promise.
+// cluster, in the order the docs give them, with the values of the doc they started
+// from throughout (the quickstart's image, say, through the CA and the upgrade). The
+// blocks run as written, their placeholders filled in; between them the test does
+// what the user does on GitHub (a webhook, a job) and checks what the docs promise.
 var docScenarios = []docScenario{{
-	name: "quickstart with Helm, upgrade, uninstall",
+	name: "quickstart with Helm, then the CA, an upgrade, a pool, a workflow, doctor, uninstall",
 	steps: []docStep{
 		block(quickstart + "helm-install"),
-		startController("gantry-system", "gantry"),
+		imageIs("gantry-system", "gantry", docImage),
+		block(install + "ca-helm"),
+		imageIs("gantry-system", "gantry", docImage),
+		caConfigMap("gantry-system", "gantry-github-ca", "ca.crt"),
+		crdsFromAnOlderRelease(),
+		block(install + "helm-upgrade"),
+		settingsKept("gantry-system", "gantry", docImage, "--github-ca-bundle="),
+		startController("gantry-system", "gantry"), // trusts the simulator through the bundle alone
 		block(quickstart + "app-secret"),
 		block(quickstart + "webhook-secret-helm"),
 		githubWebhook(quickstart + "webhook-secret-helm"),
@@ -70,20 +79,23 @@ var docScenarios = []docScenario{{
 		runnerPodAsShown("docs/runnerpool.md#restricted-defaults", "ci", "linux-x64"),
 		block(doctorDoc + "doctor"),
 		outputHas(doctorDoc+"doctor", "✓  last workflow_job delivery", "takes the job", `"pool"`),
-		crdsFromAnOlderRelease(),
-		block(install + "helm-upgrade"),
-		settingsKept("gantry-system", "gantry", "registry.example.com/gantry:v0.1.0"),
-		restartController("gantry-system", "gantry"),
-		poolReady("ci", "linux-x64"),
+		block(doctorDoc + "doctor-role"),
+		block(doctorDoc + "doctor-binding"),
+		doctorAsDocumentedUser(),
 		block(install + "delete-pools"),
 		block(install + "helm-uninstall"),
 		nothingLeft("gantry-system"),
 	},
 }, {
-	name: "quickstart with kustomize, uninstall",
+	name: "quickstart with kustomize, then the CA overlay, a pool, an upgrade, uninstall",
 	steps: []docStep{
 		block(quickstart + "kustomize-install"),
-		startController("gantry-system", "gantry-controller"),
+		imageIs("gantry-system", "gantry-controller", docImage),
+		block(install + "ca-overlay"),
+		block(install + "ca-kustomize"),
+		imageIs("gantry-system", "gantry-controller", docImage),
+		caConfigMap("gantry-system", "gantry-github-ca", "ca.crt"),
+		startController("gantry-system", "gantry-controller"), // trusts the simulator through the bundle alone
 		block(quickstart + "app-secret"),
 		block(quickstart + "webhook-secret-kustomize"),
 		githubWebhook(""),
@@ -92,33 +104,8 @@ var docScenarios = []docScenario{{
 		poolReady("ci", "linux-x64"),
 		runnerPolicyIn("ci"),
 		jobGetsRunner("ci"),
-		block(install + "delete-pools"),
-		block(install + "kustomize-uninstall"),
-		nothingLeft("gantry-system"),
-	},
-}, {
-	name: "quickstart with kustomize, then the webhook through an Ingress",
-	steps: []docStep{
-		block(quickstart + "kustomize-install"),
-		block(install + "ingress-overlay"),
-		block(install + "ingress-apply"),
-		ingressAsDocumented(),
-	},
-}, {
-	name: "install with kustomize, an overlay of its own and a CA ConfigMap, upgrade, uninstall",
-	steps: []docStep{
-		block(install + "kustomize-install"),
-		block(install + "own-overlay"),
-		block(install + "ingress-apply"), // kubectl apply --server-side -k my-gantry
-		imageIs("gantry-system", "gantry-controller", "registry.example.com/gantry:v0.1.0"),
-		block(install + "ca-kustomize"),
-		caConfigMap("gantry-system", "gantry-github-ca", "ca.crt"),
-		startController("gantry-system", "gantry-controller"),
-		block(quickstart + "app-secret"),
-		block(quickstart + "pool-file"),
-		block(quickstart + "pool-apply"),
-		poolReady("ci", "linux-x64"),
 		block(install + "kustomize-upgrade"),
+		settingsKept("gantry-system", "gantry-controller", docImage, "--github-ca-bundle="),
 		restartController("gantry-system", "gantry-controller"),
 		poolReady("ci", "linux-x64"),
 		block(install + "delete-pools"),
@@ -126,13 +113,25 @@ var docScenarios = []docScenario{{
 		nothingLeft("gantry-system"),
 	},
 }, {
+	name: "install.md from a checkout with kustomize, then the webhook through an Ingress",
+	steps: []docStep{
+		block(install + "own-overlay"),
+		block(install + "kustomize-install"),
+		imageIs("gantry-system", "gantry-controller", docImage),
+		block(install + "ingress-overlay"),
+		block(install + "ingress-apply"),
+		ingressAsDocumented(),
+	},
+}, {
 	name: "chart README: two watched namespaces, the sample pool, upgrade, uninstall",
 	steps: []docStep{
 		serviceMonitorCRDStep(),
+		block(chart + "servicemonitor-crd"),
 		block(chart + "values-file"),
 		block(chart + "install-values"),
+		imageIs("gantry-system", "gantry", docImage),
 		startController("gantry-system", "gantry"),
-		samplePoolOnTheSimulator(),
+		block(chart + "sample-pool-file"),
 		block(chart + "sample-pool"),
 		poolReady("ci", "linux-x64"),
 		block(chart + "webhook-secret"),
@@ -140,30 +139,27 @@ var docScenarios = []docScenario{{
 		jobGetsRunner("ci"),
 		crdsFromAnOlderRelease(),
 		block(chart + "upgrade"),
-		settingsKept("gantry-system", "gantry", ""),
+		settingsKept("gantry-system", "gantry", docImage, "--namespaces=ci,ci-gpu"),
 		restartController("gantry-system", "gantry"),
 		poolReady("ci", "linux-x64"),
 		block(chart + "uninstall"),
 		nothingLeft(),
 	},
 }, {
-	name: "install.md with Helm and a GitHub CA bundle, the chart README's Secret, a container-jobs namespace",
+	name: "install.md: container jobs with a list of namespaces; a credentials Secret left held by an uninstall",
 	steps: []docStep{
-		block(install + "helm-install"),
-		block(install + "ca-helm"),
-		caConfigMap("gantry-system", "gantry-github-ca", "ca.crt"),
-		startController("gantry-system", "gantry"), // trusts the simulator through the bundle alone
-		action("create namespace ci, where the chart README's Secret goes", func(t *testing.T, w *docWorld) {
-			if _, stderr, err := w.shell(t, "kubectl create namespace ci"); err != nil {
-				t.Fatalf("%v: %s", err, stderr)
-			}
-		}),
+		block(install + "jobs-namespaces"),
+		startController("gantry-system", "gantry"),
 		block(chart + "app-secret"),
-		block(quickstart + "pool-file"),
-		block(quickstart + "pool-apply"),
-		poolReady("ci", "linux-x64"),
-		block(containerJobs + "jobs-namespace"),
-		namespaceLabeled("ci-jobs", "pod-security.kubernetes.io/enforce", "baseline"),
+		block(install + "jobs-netpol"),
+		block(install + "jobs-pool"),
+		block(install + "jobs-pool-apply"),
+		poolReady("ci", "linux-containers"),
+		hookRoleBindingIn("ci-jobs"),
+		networkPolicyIn("ci-jobs", "gantry-runners"),
+		credentialsSecretLeftHeld("ci", "github-app"),
+		block(troubleshooting + "secret-finalizer"),
+		secretGone("ci", "github-app"),
 	},
 }, {
 	name: "quickstart: a cluster with no public endpoint (scale-set pools, and demand.md's)",
@@ -174,24 +170,24 @@ var docScenarios = []docScenario{{
 		block(quickstart + "scaleset-pool"),
 		block(quickstart + "scaleset-apply"),
 		scaleSetActive("ci", "gantry-linux"),
+		block(quickstart + "scaleset-apply"),
+		scaleSetStatusAsShown(quickstart + "scaleset-apply"),
 		block(troubleshooting + "scaleset-status"),
 		outputHas(troubleshooting+"scaleset-status", `"session":"Active"`, `"type":"ScaleSetSession"`, `"status":"True"`),
 		block(quickstart + "scaleset-workflow"),
 		workflowGetsRunner(quickstart+"scaleset-workflow", "ci", "gantry-linux"),
 		block(demandDoc + "private-pool"),
-		action("kubectl apply -f private-pool.yaml", func(t *testing.T, w *docWorld) {
-			if _, stderr, err := w.shell(t, "kubectl apply -f private-pool.yaml"); err != nil {
-				t.Fatalf("%v: %s", err, stderr)
-			}
-		}),
+		block(demandDoc + "private-apply"),
 		scaleSetActive("ci", "linux-private"),
 		block(demandDoc + "private-workflow"),
 		workflowGetsRunner(demandDoc+"private-workflow", "ci", "linux-private"),
+		block(containerJobs + "jobs-namespace"),
+		namespaceLabeled("ci-jobs", "pod-security.kubernetes.io/enforce", "baseline"),
 	},
 }, {
-	name: "operations upgrade, then uninstalled in the wrong order and recovered",
+	name: "install.md with Helm, the operations upgrade, then uninstalled in the wrong order and recovered",
 	steps: []docStep{
-		block(chart + "install"),
+		block(install + "helm-install"),
 		startController("gantry-system", "gantry"),
 		block(quickstart + "app-secret"),
 		block(quickstart + "webhook-secret-helm"),
@@ -204,12 +200,25 @@ var docScenarios = []docScenario{{
 		crdsFromAnOlderRelease(),
 		block(operations + "helm-upgrade-crds"),
 		block(operations + "helm-upgrade"),
+		settingsKept("gantry-system", "gantry", docImage, ""),
 		restartController("gantry-system", "gantry"),
 		uninstallFirst(),
 		block(install + "recover-install"),
+		imageIs("gantry-system", "gantry", docImage),
 		startController("gantry-system", "gantry"),
 		block(install + "recover-finish"),
 		nothingLeft("gantry-system"),
+	},
+}, {
+	name: "an example applied as examples/README.md says; a release's version set as install.md says",
+	steps: []docStep{
+		block(quickstart + "kustomize-install"),
+		block(quickstart + "app-secret"),
+		block(examplesDoc + "apply-example"),
+		poolStoredAsWritten("ci", "linux-warm", "examples/warm-pool.yaml"),
+		block(install + "set-version"),
+		fileHas("charts/gantry/Chart.yaml", "version: 1.2.3", `appVersion: "v1.2.3"`),
+		fileHas("config/manager/kustomization.yaml", "newTag: v1.2.3"),
 	},
 }}
 
@@ -261,30 +270,29 @@ func firstLine(s string) string {
 	return l
 }
 
-// settingsKept: after the documented upgrade the Deployment still has what was set at
-// install (image, when given, and the watched namespaces).
-func settingsKept(ns, name, image string) docStep {
-	return action("check the upgrade kept the install's settings", func(t *testing.T, w *docWorld) {
+// settingsKept: after a documented upgrade the Deployment still has what was set at
+// install: the image and, when given, an argument (its prefix).
+func settingsKept(ns, name, image, argPrefix string) docStep {
+	return action("check the upgrade kept the install's settings (image "+image+", "+argPrefix+"…)", func(t *testing.T, w *docWorld) {
 		var d appsv1.Deployment
 		if err := w.cluster.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
 			t.Fatal(err)
 		}
 		c := d.Spec.Template.Spec.Containers[0]
-		if image != "" && c.Image != image {
+		if c.Image != image {
 			t.Errorf("after the upgrade the image is %q, want %q as set at install", c.Image, image)
 		}
-		if w.out[chart+"install-values"] != "" || strings.Contains(strings.Join(c.Args, " "), "--namespaces") {
-			if !hasArg(c.Args, "--namespaces=ci,ci-gpu") {
-				t.Errorf("after the upgrade the args are %q, want --namespaces=ci,ci-gpu as installed", c.Args)
-			}
+		if _, ok := argWithPrefix(c.Args, argPrefix); argPrefix != "" && !ok {
+			t.Errorf("after the upgrade the args are %q, want %s… as set before", c.Args, argPrefix)
 		}
 	})
 }
 
 // serviceMonitorCRDStep installs a minimal ServiceMonitor CRD, as the Prometheus Operator
-// would: the chart README's values enable a ServiceMonitor.
+// would: the chart README names the Prometheus Operator as a prerequisite of its
+// values, and checks for the CRD in a block of its own.
 func serviceMonitorCRDStep() docStep {
-	return action("install the Prometheus Operator's ServiceMonitor CRD (minimal), which the README's values need", func(t *testing.T, w *docWorld) {
+	return action("the Prometheus Operator's ServiceMonitor CRD (minimal), a prerequisite the README names", func(t *testing.T, w *docWorld) {
 		crd := &apiextensionsv1.CustomResourceDefinition{
 			ObjectMeta: metav1.ObjectMeta{Name: "servicemonitors.monitoring.coreos.com"},
 			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
@@ -298,14 +306,6 @@ func serviceMonitorCRDStep() docStep {
 		if _, err := envtest.InstallCRDs(w.cluster.cfg, envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}}); err != nil {
 			t.Fatal(err)
 		}
-	})
-}
-
-// samplePoolOnTheSimulator points the working copy of config/samples at the
-// simulator: the sample names https://github.com/my-org.
-func samplePoolOnTheSimulator() docStep {
-	return action("point the working copy of config/samples/gantry_v1alpha1_runnerpool.yaml at the simulator", func(t *testing.T, w *docWorld) {
-		w.replaceInFile(t, "config/samples/gantry_v1alpha1_runnerpool.yaml", "https://github.com/my-org", w.subst["https://github.com/my-org"])
 	})
 }
 
@@ -343,21 +343,22 @@ func ingressAsDocumented() docStep {
 		if err := w.cluster.c.Get(context.Background(), client.ObjectKey{Namespace: "gantry-system", Name: "gantry-webhook"}, &ing); err != nil {
 			t.Fatalf("the overlay made no Ingress gantry-system/gantry-webhook: %v", err)
 		}
-		if c := ing.Spec.IngressClassName; c == nil || *c != "nginx" {
-			t.Errorf("ingressClassName %v, want nginx", c)
+		class, host := w.subst["YOUR_INGRESS_CLASS"], w.subst["YOUR_WEBHOOK_HOST"]
+		if c := ing.Spec.IngressClassName; c == nil || *c != class {
+			t.Errorf("ingressClassName %v, want %s", c, class)
 		}
-		if len(ing.Spec.Rules) != 1 || ing.Spec.Rules[0].Host != "gantry.example.com" {
-			t.Errorf("rules %+v, want one for gantry.example.com", ing.Spec.Rules)
+		if len(ing.Spec.Rules) != 1 || ing.Spec.Rules[0].Host != host {
+			t.Errorf("rules %+v, want one for %s", ing.Spec.Rules, host)
 		}
-		if len(ing.Spec.TLS) != 1 || ing.Spec.TLS[0].SecretName == "" || !slices.Equal(ing.Spec.TLS[0].Hosts, []string{"gantry.example.com"}) {
-			t.Errorf("tls %+v, want a Secret for gantry.example.com", ing.Spec.TLS)
+		if len(ing.Spec.TLS) != 1 || ing.Spec.TLS[0].SecretName == "" || !slices.Equal(ing.Spec.TLS[0].Hosts, []string{host}) {
+			t.Errorf("tls %+v, want a Secret for %s", ing.Spec.TLS, host)
 		}
 		var d appsv1.Deployment
 		if err := w.cluster.c.Get(context.Background(), client.ObjectKey{Namespace: "gantry-system", Name: "gantry-controller"}, &d); err != nil {
 			t.Fatal(err)
 		}
-		if img := d.Spec.Template.Spec.Containers[0].Image; img != "registry.example.com/gantry:v0.1.0" {
-			t.Errorf("the controller's image is %q after the overlay, want the quickstart's registry.example.com/gantry:v0.1.0", img)
+		if img := d.Spec.Template.Spec.Containers[0].Image; img != docImage {
+			t.Errorf("the controller's image is %q after the overlay, want the overlay's %s", img, docImage)
 		}
 	})
 }

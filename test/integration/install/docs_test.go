@@ -3,14 +3,17 @@ package install
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"io/fs"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,6 +28,10 @@ import (
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 )
+
+// checkoutCopy are the parts of the checkout the docs' commands read, copied into each
+// scenario's working directory.
+var checkoutCopy = []string{"charts", "config", "examples", filepath.Join("hack", "release")}
 
 // docWorld is what one docs scenario runs against: an empty cluster, the GitHub
 // simulator serving TLS on loopback as the organization my-org with a GitHub App
@@ -42,7 +49,7 @@ type docWorld struct {
 	simCA   string // the simulator's certificate, PEM
 	app     simgithub.App
 	inst    simgithub.Installation
-	// subst maps each placeholder a marker may name to the value the test uses.
+	// subst maps each placeholder (YOUR_…) to the value the test uses.
 	subst map[string]string
 	// out holds the stdout of each block run, by ref.
 	out    map[string]string
@@ -56,13 +63,17 @@ const (
 	docRepo = "my-org/hello"
 )
 
-// docKeyFiles are the private-key files the docs' commands read: the test writes the
-// simulator App's key under each name, as a user saves the .pem GitHub gives them.
-var docKeyFiles = []string{"my-app.2026-01-01.private-key.pem", "my-app.private-key.pem"}
+// docKeyFile is the private-key file the docs' YOUR_PRIVATE_KEY_FILE names: the test
+// writes the simulator App's key there, as a user saves the .pem GitHub gives them.
+const docKeyFile = "my-app.private-key.pem"
 
-// docCAFile is the private CA file the docs' commands read (a GHES host's): the test
-// writes the simulator's certificate under that name.
+// docCAFile is the private CA file the docs' YOUR_CA_FILE names (a GHES host's): the
+// test writes the simulator's certificate there.
 const docCAFile = "corp-ca.pem"
+
+// docImage is the quickstart's image with the test's YOUR_REGISTRY: what every later
+// step must keep.
+const docImage = "registry.example.com/gantry:dev"
 
 func newDocWorld(t *testing.T) *docWorld {
 	t.Helper()
@@ -74,7 +85,7 @@ func newDocWorld(t *testing.T) *docWorld {
 			t.Fatal(err)
 		}
 	}
-	for _, sub := range []string{"charts", "config"} {
+	for _, sub := range checkoutCopy {
 		if err := copyTree(filepath.Join(root, sub), filepath.Join(w.dir, sub)); err != nil {
 			t.Fatal(err)
 		}
@@ -112,28 +123,82 @@ func newDocWorld(t *testing.T) *docWorld {
 	must(err)
 	w.inst, err = w.sim.CreateInstallation(quickstartInstallation(t, w.app.ID))
 	must(err)
-	for _, f := range docKeyFiles {
-		must(os.WriteFile(filepath.Join(w.dir, f), []byte(w.app.PrivateKeyPEM), 0o600))
-	}
+	must(os.WriteFile(filepath.Join(w.dir, docKeyFile), []byte(w.app.PrivateKeyPEM), 0o600))
 	// The docs' private CA (a GHES host's) is the simulator's: its certificate is
 	// self-signed.
 	caPEM, err := os.ReadFile(w.simCA)
 	must(err)
 	must(os.WriteFile(filepath.Join(w.dir, docCAFile), caPEM, 0o644))
-	w.subst = map[string]string{
-		"123456":                    strconv.FormatInt(w.app.ID, 10),
-		"12345678":                  strconv.FormatInt(w.inst.ID, 10),
-		"https://github.com/my-org": w.simURL + "/" + docOrg,
-		"THE_VALUE_FROM_STEP_2":     randomHex(t),
-		// install.md's own overlay names a release of the repository; the test's is
-		// the checkout, as its comment allows.
-		"github.com/gantry-dev/gantry/config/default?ref=v0.1.0": "../config/default",
-		// troubleshooting.md's commands name the pool NAME: the quickstart's scale-set pool.
-		"NAME": "gantry-linux",
-	}
-	t.Logf("docs world: GitHub simulator at %s (organization %s, App %d installed as %d); the App's key written to %s, its CA to %s; commands run in a copy of charts/ and config/, trusting that CA (SSL_CERT_FILE) as a user's machine trusts GitHub's",
-		w.simURL, docOrg, w.app.ID, w.inst.ID, strings.Join(docKeyFiles, " and "), docCAFile)
+	w.subst = docPlaceholders(w.simURL, w.app.ID, w.inst.ID, randomHex(t))
+	t.Logf("docs world: GitHub simulator at %s (organization %s, App %d installed as %d); the App's key written to %s, its CA to %s; commands run in a copy of charts/, config/, examples/ and hack/release/, trusting that CA (SSL_CERT_FILE) as a user's machine trusts GitHub's",
+		w.simURL, docOrg, w.app.ID, w.inst.ID, docKeyFile, docCAFile)
 	return w
+}
+
+// docPlaceholders are the values the docs tests give the placeholders. Every key is a
+// placeholder (TestDocsEditOnlyPlaceholders): the tests change nothing else of a block.
+func docPlaceholders(simURL string, appID, installationID int64, webhookSecret string) map[string]string {
+	return map[string]string{
+		"YOUR_ORG":              docOrg,
+		"YOUR_REPO":             "hello",
+		"YOUR_APP_ID":           strconv.FormatInt(appID, 10),
+		"YOUR_INSTALLATION_ID":  strconv.FormatInt(installationID, 10),
+		"YOUR_PRIVATE_KEY_FILE": docKeyFile,
+		"YOUR_WEBHOOK_SECRET":   webhookSecret,
+		"YOUR_REGISTRY":         strings.TrimSuffix(docImage, "/gantry:dev"),
+		"YOUR_WEBHOOK_HOST":     "gantry.example.com",
+		"YOUR_INGRESS_CLASS":    "nginx",
+		"YOUR_CA_FILE":          docCAFile,
+		// troubleshooting.md's commands name a pool: the quickstart's scale-set pool.
+		"YOUR_POOL": "gantry-linux",
+		// and a credentials Secret: the docs' own.
+		"YOUR_NAMESPACE": "ci",
+		"YOUR_SECRET":    "github-app",
+		// doctor.md binds its ClusterRole to a user.
+		"YOUR_USER": docUser,
+		// A release version (install.md's releases); the rehearsal gives the dry run's.
+		"YOUR_VERSION": "1.2.3",
+		// The one thing no placeholder stands for: GitHub itself. The docs' organization
+		// URL, https://github.com/YOUR_ORG, is the simulator's organization.
+		githubOrgURL: simURL + "/" + docOrg,
+	}
+}
+
+// githubOrgURL is the organization URL the docs write, whose host only the simulator
+// can play: the tests replace it whole.
+const githubOrgURL = "https://github.com/YOUR_ORG"
+
+// docUser is the user doctor.md's ClusterRole is bound to in the tests.
+const docUser = "jane"
+
+// placeholderRE is a placeholder: a word in capitals that starts with YOUR_.
+var placeholderRE = regexp.MustCompile(`YOUR_[A-Z0-9_]*[A-Z0-9]`)
+
+// fillPlaceholders replaces the placeholders of a block's text with values, and nothing
+// else: the organization URL on github.com first, then each YOUR_ word. It fails on a
+// placeholder it has no value for.
+func fillPlaceholders(body string, values map[string]string) (string, []string, error) {
+	var used []string
+	if v, ok := values[githubOrgURL]; ok && strings.Contains(body, githubOrgURL) {
+		body = strings.ReplaceAll(body, githubOrgURL, v)
+		used = append(used, githubOrgURL)
+	}
+	var missing []string
+	body = placeholderRE.ReplaceAllStringFunc(body, func(p string) string {
+		v, ok := values[p]
+		if !ok {
+			missing = append(missing, p)
+			return p
+		}
+		if !slices.Contains(used, p) {
+			used = append(used, p)
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		return "", nil, fmt.Errorf("placeholders %v have no value in the docs tests (docPlaceholders)", missing)
+	}
+	return body, used, nil
 }
 
 func randomHex(t *testing.T) string {
@@ -144,21 +209,15 @@ func randomHex(t *testing.T) string {
 	return hex.EncodeToString(b)
 }
 
-// substitute replaces each placeholder the block names, as a whole word, and logs it.
+// substitute returns a block's text with its placeholders filled in, and logs each.
 func (w *docWorld) substitute(t *testing.T, b docBlock) string {
 	t.Helper()
-	body := b.body
-	for _, p := range b.replaces {
-		v, ok := w.subst[p]
-		if !ok {
-			t.Fatalf("%s names placeholder %q, which the docs tests have no value for (docWorld.subst)", b.where(), p)
-		}
-		re := regexp.MustCompile(`(^|[^0-9A-Za-z_])` + regexp.QuoteMeta(p) + `([^0-9A-Za-z_]|$)`)
-		if !re.MatchString(body) {
-			t.Fatalf("%s names placeholder %q, which its block does not contain", b.where(), p)
-		}
-		body = re.ReplaceAllString(body, "${1}"+strings.ReplaceAll(v, "$", "$$")+"${2}")
-		t.Logf("%s: placeholder %q → %q", b.ref(), p, v)
+	body, used, err := fillPlaceholders(b.body, w.subst)
+	if err != nil {
+		t.Fatalf("%s: %v", b.where(), err)
+	}
+	for _, p := range used {
+		t.Logf("%s: placeholder %q → %q", b.ref(), p, w.subst[p])
 	}
 	return body
 }
@@ -255,12 +314,43 @@ func TestDocs(t *testing.T) {
 					continue
 				}
 				t.Logf("test: %s", st.what)
+				before := checkoutDigest(t, w.dir)
 				st.act(t, w)
+				// What the test does between blocks never edits the checkout: only the
+				// documented commands may.
+				if after := checkoutDigest(t, w.dir); after != before {
+					t.Fatalf("the test's step %q changed the working copy of %v: only a documented block may", st.what, checkoutCopy)
+				}
 			}
 			w.noCallRefused(t)
 			t.Logf("scenario %s took %s", sc.name, time.Since(start).Round(time.Second))
 		})
 	}
+}
+
+// checkoutDigest hashes every file (path and content) of the working copy's checkout
+// parts (checkoutCopy).
+func checkoutDigest(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	for _, sub := range checkoutCopy {
+		err := filepath.WalkDir(filepath.Join(dir, sub), func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(h, "%s %d\n", p, len(b))
+			h.Write(b)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Actions shared by the scenarios.
@@ -288,7 +378,7 @@ func restartController(ns, name string) docStep {
 // user do on the App's settings page.
 func githubWebhook(secretRef string) docStep {
 	return action("point the App's webhook at the controller, with the documented secret", func(t *testing.T, w *docWorld) {
-		secret := w.subst["THE_VALUE_FROM_STEP_2"]
+		secret := w.subst["YOUR_WEBHOOK_SECRET"]
 		if secretRef != "" {
 			secret = strings.TrimSpace(w.out[secretRef])
 			if secret == "" {
@@ -401,23 +491,6 @@ func nothingLeft(goneNamespaces ...string) docStep {
 			return len(left) == 0, strings.Join(left, "; ")
 		})
 	})
-}
-
-// replaceInFile replaces old with new in a file of the working directory, and logs it.
-func (w *docWorld) replaceInFile(t *testing.T, rel, old, repl string) {
-	t.Helper()
-	path := filepath.Join(w.dir, rel)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(b), old) {
-		t.Fatalf("%s does not contain %q", rel, old)
-	}
-	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(b), old, repl)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s (working copy): %q → %q", rel, old, repl)
 }
 
 // docTools are the binaries the docs tests run, built by TestMain.

@@ -77,17 +77,20 @@ func TestMain(m *testing.M) {
 
 // buildTool builds a tool pinned in hack/helm/go.mod (into Go's build cache, where a
 // second run finds it) and returns its path.
-func buildTool(name string) (string, error) {
+func buildTool(name string) (string, error) { return buildPinnedTool("hack/helm/go.mod", name) }
+
+// buildPinnedTool builds a tool pinned in modfile and returns its path.
+func buildPinnedTool(modfile, name string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "tool", "-modfile=hack/helm/go.mod", "-n", name)
+	cmd := exec.CommandContext(ctx, "go", "tool", "-modfile="+modfile, "-n", name)
 	cmd.Dir = root
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("building %s from hack/helm/go.mod failed: the install tests need it and do not skip "+
-			"(it is built through the Go module proxy; check GOPROXY and the network): %v\n%s", name, err, stderr.String())
+		return "", fmt.Errorf("building %s from %s failed: the install tests need it and do not skip "+
+			"(it is built through the Go module proxy; check GOPROXY and the network): %v\n%s", name, modfile, err, stderr.String())
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	path := strings.TrimSpace(lines[len(lines)-1])
