@@ -59,6 +59,7 @@ var docFiles = []string{
 	"docs/doctor.md",
 	"docs/troubleshooting.md",
 	"docs/runnerpool.md",
+	"docs/usage.md",
 	"examples/README.md",
 }
 
