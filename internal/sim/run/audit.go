@@ -86,10 +86,13 @@ type auditEvent struct {
 	User struct {
 		Username string `json:"username"`
 	} `json:"user"`
-	Verb           string    `json:"verb"`
-	RequestURI     string    `json:"requestURI"`
-	StageTimestamp time.Time `json:"stageTimestamp"`
-	ObjectRef      *struct {
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	// RequestReceivedTimestamp is when the request came, StageTimestamp when it was
+	// answered (a watch: when it ended).
+	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+	StageTimestamp           time.Time `json:"stageTimestamp"`
+	ObjectRef                *struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 		Namespace   string `json:"namespace"`
@@ -99,13 +102,21 @@ type auditEvent struct {
 
 // readAudit reads an audit log of JSON lines; "" reads nothing.
 func readAudit(path string) (kubeAudit, error) {
-	a := kubeAudit{requests: map[string]int64{}, collector: map[string]int64{}, poolStatusWrites: map[string][]time.Time{}}
+	a, _, err := readAuditSplit(path, time.Time{})
+	return a, err
+}
+
+// readAuditSplit reads an audit log of JSON lines in two: the requests received up to
+// at, and those received after it (all in the first when at is zero); "" reads nothing.
+// A watch is the part's that opened it, whenever it ended.
+func readAuditSplit(path string, at time.Time) (before, after kubeAudit, err error) {
+	before, after = newKubeAudit(), newKubeAudit()
 	if path == "" {
-		return a, nil
+		return before, after, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return a, fmt.Errorf("reading the audit log: %w", err)
+		return before, after, fmt.Errorf("reading the audit log: %w", err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -113,14 +124,26 @@ func readAudit(path string) (kubeAudit, error) {
 	for sc.Scan() {
 		var ev auditEvent
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return a, fmt.Errorf("reading the audit log %s: %w", path, err)
+			return before, after, fmt.Errorf("reading the audit log %s: %w", path, err)
 		}
-		a.add(ev)
+		received := ev.RequestReceivedTimestamp
+		if received.IsZero() {
+			received = ev.StageTimestamp
+		}
+		if !at.IsZero() && received.After(at) {
+			after.add(ev)
+		} else {
+			before.add(ev)
+		}
 	}
 	if err := sc.Err(); err != nil {
-		return a, fmt.Errorf("reading the audit log %s: %w", path, err)
+		return before, after, fmt.Errorf("reading the audit log %s: %w", path, err)
 	}
-	return a, nil
+	return before, after, nil
+}
+
+func newKubeAudit() kubeAudit {
+	return kubeAudit{requests: map[string]int64{}, collector: map[string]int64{}, poolStatusWrites: map[string][]time.Time{}}
 }
 
 func (a *kubeAudit) add(ev auditEvent) {
@@ -231,6 +254,23 @@ func (a kubeAudit) window(from, to time.Time) (writes, collector map[string]int6
 		}
 	}
 	return writes, collector
+}
+
+// writesFrom are every write made on the controller's behalf from from to the end of
+// the log, by "verb resource", the garbage collector's deletes in the run's namespace
+// as "collector verb resource".
+func writesFrom(a kubeAudit, from time.Time) map[string]int64 {
+	requests, collector := a.window(from, time.Now().Add(24*time.Hour))
+	out := map[string]int64{}
+	for key, n := range requests {
+		if verb, _ := splitKey(key); isWrite(verb) {
+			out[key] += n
+		}
+	}
+	for key, n := range collector {
+		out["collector "+key] += n
+	}
+	return out
 }
 
 func splitKey(key string) (verb, rest string) {

@@ -74,6 +74,12 @@ type Figures struct {
 	SessionsFromStartSeconds         *float64 `json:"sessions_from_start_seconds,omitempty"`
 	RestartSessionsSeconds           *float64 `json:"restart_sessions_seconds,omitempty"`
 	IdlePoolStatusWritesPer10Minutes *float64 `json:"idle_pool_status_writes_per_pool_per_10_minutes,omitempty"`
+	// A fleet's single-pool burst (report.json's fleet.single_pool_burst): its pickup p99
+	// and writes per job, and the fleet burst's pickup p99 over its (absent unless it
+	// ended clean).
+	SinglePoolPickupP99     *float64 `json:"single_pool_pickup_p99,omitempty"`
+	SinglePoolWritesPerJob  *float64 `json:"single_pool_writes_per_job,omitempty"`
+	PickupP99OverSinglePool *float64 `json:"pickup_p99_over_single_pool,omitempty"`
 	// Container jobs (report.json's container_jobs): workflow and runner pod start p99,
 	// the failed container jobs that ended no sooner than the hook's own timeout, and
 	// the hooks' writes per job they ran.
@@ -143,6 +149,10 @@ func FiguresOf(r *Report) Figures {
 	if fl := r.Fleet; fl != nil {
 		f.FleetNodes, f.NodeListCalls = intFig(fl.Nodes), val(float64(fl.NodeListCalls))
 		f.IdlePoolStatusWritesPer10Minutes = val(fl.IdlePoolStatusWritesPer10Minutes)
+		if sp := fl.SinglePoolBurst; sp != nil {
+			f.SinglePoolPickupP99, f.SinglePoolWritesPerJob = val(sp.PickupSeconds.P99), val(sp.WritesPerJob)
+		}
+		f.PickupP99OverSinglePool = fl.BurstPickupP99OverSinglePool
 		if rs := fl.Restart; rs != nil {
 			f.RestartSessionsSeconds = val(sessionsWait.Seconds())
 			if rs.SessionsSeconds != nil {
@@ -263,6 +273,9 @@ var figures = []figure{
 	{name: "fleet: node list calls", value: func(f Figures) *float64 { return f.NodeListCalls }},
 	{name: "fleet: restart to all sessions open (s)", value: func(f Figures) *float64 { return f.RestartSessionsSeconds }},
 	{name: "fleet: idle pool status writes per pool per 10 min", value: func(f Figures) *float64 { return f.IdlePoolStatusWritesPer10Minutes }},
+	{name: "fleet: single-pool burst pickup p99 (s)", value: func(f Figures) *float64 { return f.SinglePoolPickupP99 }},
+	{name: "fleet: burst pickup p99 / single pool's", value: func(f Figures) *float64 { return f.PickupP99OverSinglePool }},
+	{name: "fleet: single-pool burst writes per job", value: func(f Figures) *float64 { return f.SinglePoolWritesPerJob }},
 	{name: "idle: goroutines", value: func(f Figures) *float64 { return f.IdleGoroutines }},
 	{name: "idle: controller RSS (MiB)", value: func(f Figures) *float64 { return f.IdleRSSMiB }},
 	{name: "idle: controller CPU (s/min)", value: func(f Figures) *float64 { return f.IdleCPUSecondsPerMinute }},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -200,6 +201,35 @@ func (c *controller) pid() int {
 		return 0
 	}
 	return c.cur.cmd.Process.Pid
+}
+
+// sofar is what the controller's processes used so far, the running one's included:
+// its CPU time and peak resident memory (VmHWM) from /proc, its Kubernetes API requests
+// from its metrics. stop's figures at a moment of the run, the controller still running.
+func (c *controller) sofar() Controller {
+	c.mu.Lock()
+	out := c.done
+	out.KubeAPIRequests = maps.Clone(c.done.KubeAPIRequests)
+	p := c.cur
+	c.mu.Unlock()
+	if p == nil {
+		return out
+	}
+	pid := p.cmd.Process.Pid
+	out.Processes++
+	if cpu, err := procCPUSeconds(pid); err == nil {
+		out.CPUSeconds += cpu
+	}
+	out.PeakRSSBytes = max(out.PeakRSSBytes, procStatusBytes(pid, "VmHWM:"))
+	if calls := scrapeKubeRequests(c.metricsURL); calls != nil {
+		if out.KubeAPIRequests == nil {
+			out.KubeAPIRequests = map[string]int64{}
+		}
+		for m, n := range calls {
+			out.KubeAPIRequests[m] += n
+		}
+	}
+	return out
 }
 
 // stop stops the running controller (SIGTERM, then SIGKILL), closes the log and

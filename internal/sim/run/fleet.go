@@ -36,6 +36,12 @@ type FleetSpec struct {
 	// Restart, KILL or TERM, restarts the controller with that signal between the idle
 	// window and the burst; "": no restart.
 	Restart string `json:"restart,omitempty"`
+	// SinglePoolBurst, once the burst has completed and its runners are gone, queues the
+	// same burst again (as many jobs, as long, pods starting as fast) into one pool
+	// alone, on the same cluster and controller: the burst's reference
+	// (fleetsingle.go). That pool is one of the fleet's, the last scale-set pool outside
+	// the burst's, with maxRunners the burst's size.
+	SinglePoolBurst bool `json:"single_pool_burst,omitempty"`
 }
 
 // fleetScenario is the fleet scenario: 200 pools on a cluster of 1,000 nodes.
@@ -49,10 +55,10 @@ type FleetSpec struct {
 // nodes carry a kubelet's labels (OS, architecture, hostname), node info and a Ready
 // condition.
 var fleetScenario = Scenario{
-	Name: "fleet", Description: "200 pools in one controller (every 4th on webhooks, the others on runner scale sets; 5 credentials; pinned to linux/amd64, arm64 or nothing) on 1,000 nodes (3 amd64 to 1 arm64): all sessions opened, idle for 2 minutes, the controller SIGKILLed and restarted, then a 500-job burst over a quarter of the pools (10 jobs each), 10 s jobs, pods start in 1 s",
+	Name: "fleet", Description: "200 pools in one controller (every 4th on webhooks, the others on runner scale sets; 5 credentials; pinned to linux/amd64, arm64 or nothing) on 1,000 nodes (3 amd64 to 1 arm64): all sessions opened, idle for 2 minutes, the controller SIGKILLed and restarted, then a 500-job burst over a quarter of the pools (10 jobs each), 10 s jobs, pods start in 1 s; once its runners are gone, the same 500 jobs into one scale-set pool alone (linux-199, maxRunners 500): the burst's reference on the same cluster",
 	Pools: 200, BurstPools: 50, DemandSource: v1alpha1.DemandSourceScaleSet, Idle: 2 * time.Minute,
 	Burst: 500, JobDuration: 10 * time.Second, MaxRunners: 20, Nodes: 1000, NodeMonitorGracePeriod: 5 * time.Minute,
-	Fleet:         &FleetSpec{WebhookEvery: 4, Credentials: 5, NodeArchs: []string{"amd64", "amd64", "amd64", "arm64"}, Restart: "KILL"},
+	Fleet:         &FleetSpec{WebhookEvery: 4, Credentials: 5, NodeArchs: []string{"amd64", "amd64", "amd64", "arm64"}, Restart: "KILL", SinglePoolBurst: true},
 	PodStartDelay: time.Second, RateLimits: noLimits, RunnerLostTimeout: time.Minute, Timeout: 15 * time.Minute,
 }
 
@@ -70,6 +76,31 @@ func (f *FleetSpec) validate() error {
 		errs = append(errs, fmt.Errorf("fleet: restart must be KILL or TERM, got %q", f.Restart))
 	}
 	return errors.Join(errs...)
+}
+
+// validateSinglePool checks that the scenario has a pool for its single-pool burst.
+func (s Scenario) validateSinglePool() error {
+	if s.Fleet == nil || !s.Fleet.SinglePoolBurst {
+		return nil
+	}
+	if i, _ := s.singlePool(); i < 0 || s.Burst <= 0 {
+		return errors.New("fleet: single_pool_burst repeats the burst in a scale-set pool outside the burst's pools: set burst, and leave such a pool (burst_pools below pools)")
+	}
+	return nil
+}
+
+// singlePool is the pool of the single-pool burst, by index and name: the last
+// scale-set pool outside the burst's pools ((-1, "") if none). One of the fleet's own,
+// it has been through the fleet's start-up, idle window and restart like the others, so
+// the pool count stays the fleet's; only its maxRunners differs (fleetPool).
+func (s Scenario) singlePool() (int, string) {
+	names := s.poolNames()
+	for i := len(names) - 1; i >= len(s.burstPools()); i-- {
+		if s.poolSource(i) == v1alpha1.DemandSourceScaleSet {
+			return i, names[i]
+		}
+	}
+	return -1, ""
 }
 
 // poolSource is the demand source of the scenario's i-th pool.
@@ -115,9 +146,17 @@ func (s Scenario) nodeArchs() []string {
 	return nil
 }
 
+// singlePoolMaxRunners is the single-pool burst's pool's maxRunners: the whole burst
+// at once.
+func (s Scenario) singlePoolMaxRunners() int32 { return max(s.MaxRunners, int32(s.Burst)) }
+
 // fleetPool makes the i-th pool of a fleet out of the scenario's pool: its demand
-// source, credentials, pinning and label (FleetSpec).
+// source, credentials, pinning and label (FleetSpec); the single-pool burst's pool may
+// run the whole burst at once (maxRunners at least the burst's size).
 func fleetPool(sc Scenario, pool *v1alpha1.RunnerPool, i int) {
+	if single, _ := sc.singlePool(); sc.Fleet.SinglePoolBurst && i == single {
+		pool.Spec.MaxRunners = sc.singlePoolMaxRunners()
+	}
 	creds := sc.credentials()
 	pool.Spec.GitHub.CredentialsSecretRef.Name = creds[i%len(creds)].secret
 	pool.Spec.Demand.Source = sc.poolSource(i)

@@ -46,6 +46,13 @@ type FleetReport struct {
 	Restart              *RestartReport     `json:"restart,omitempty"`
 	RestartWritesPerPool map[string]float64 `json:"restart_writes_per_pool,omitempty"`
 	Burst                FleetBurst         `json:"burst"`
+	// SinglePoolBurst is the burst's reference: the same burst into one pool alone, on
+	// the same cluster and controller, once the burst's runners were gone; nil if not run
+	// (FleetSpec.SinglePoolBurst, or the burst did not finish).
+	// BurstPickupP99OverSinglePool is the burst's pickup p99 (pickup_seconds.p99) over
+	// its, to hundredths; nil unless it ended clean.
+	SinglePoolBurst              *SinglePoolBurst `json:"single_pool_burst,omitempty"`
+	BurstPickupP99OverSinglePool *float64         `json:"burst_pickup_p99_over_single_pool,omitempty"`
 }
 
 // FleetBurst is the fleet's burst: jobs spread over the first pools, of both kinds.
@@ -115,6 +122,10 @@ func fleetReport(sc Scenario, in reportInputs, r *Report) *FleetReport {
 		f.RestartWritesPerPool = writesPer(in.audit, rs.at, burstAt, float64(pools))
 	}
 	f.Burst = fleetBurst(sc, in, r)
+	if in.single != nil {
+		f.SinglePoolBurst = singlePoolBurst(in.single, pools)
+		f.BurstPickupP99OverSinglePool = pickupOverSinglePool(r.PickupSeconds.P99, f.SinglePoolBurst)
+	}
 	return f
 }
 
@@ -157,16 +168,7 @@ func fleetBurst(sc Scenario, in reportInputs, r *Report) FleetBurst {
 	for _, src := range slices.Sorted(maps.Keys(pickups)) {
 		b.PickupByDemandSource[src] = quantiles(pickups[src])
 	}
-	requests, collector := in.audit.window(in.start, time.Now().Add(24*time.Hour))
-	b.Writes = map[string]int64{}
-	for key, n := range requests {
-		if verb, _ := splitKey(key); isWrite(verb) {
-			b.Writes[key] += n
-		}
-	}
-	for key, n := range collector {
-		b.Writes["collector "+key] += n
-	}
+	b.Writes = writesFrom(in.audit, in.start)
 	if r.KubeAPI != nil {
 		b.WritesPerJob = r.KubeAPI.WorkloadWritesPerJob
 	}
@@ -216,6 +218,16 @@ func (f *FleetReport) summary(sessions *Sessions) string {
 		fmt.Fprintf(&b, " %s pickup p50 %.2fs p99 %.2fs;", src, q.P50, q.P99)
 	}
 	fmt.Fprintf(&b, " writes per job %.2f (%s)\n", bu.WritesPerJob, orNone(formatCounts(bu.Writes)))
+	if s := f.SinglePoolBurst; s != nil {
+		ratio := "not measured: it did not end clean"
+		if f.BurstPickupP99OverSinglePool != nil {
+			ratio = fmt.Sprintf("%.2f", *f.BurstPickupP99OverSinglePool)
+		}
+		fmt.Fprintf(&b, "    single-pool burst (the reference, same cluster): %d jobs into %s (maxRunners %d), %d never picked up, %d unfinished, finished %v, drained %v in %.1fs;"+
+			" pickup p50 %.2fs p99 %.2fs max %.2fs (job → Runner p99 %.2fs, → runner pod p99 %.2fs); writes per job %.2f (%s); the burst's pickup p99 over its: %s\n",
+			s.Jobs, s.Pool, s.MaxRunners, s.JobsNeverPickedUp, s.JobsUnfinished, s.Finished, s.Drained, s.WallSeconds,
+			s.PickupSeconds.P50, s.PickupSeconds.P99, s.PickupSeconds.Max, s.PoolReaction.P99, s.ReactionSeconds.P99, s.WritesPerJob, orNone(formatCounts(s.Writes)), ratio)
+	}
 	return b.String()
 }
 

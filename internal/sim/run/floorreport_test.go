@@ -2,6 +2,7 @@ package run
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -229,6 +230,25 @@ func TestAuditCounts(t *testing.T) {
 	}
 	if _, err := readAudit(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("a missing audit log reads")
+	}
+	// Split at 10 s (a fleet's single-pool burst's start): the last status patch, at
+	// 20 s, is after it; everything else is before, in both the counts and the writes;
+	// so is a watch opened before 10 s and ended after it.
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"+
+		`{"verb":"watch","requestURI":"/api/v1/nodes?watch=true","requestReceivedTimestamp":"2026-03-10T12:00:05Z","stageTimestamp":"2026-03-10T12:00:30Z","objectRef":{"resource":"nodes"}}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before, after, err := readAuditSplit(path, at(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBefore := maps.Clone(want.Requests)
+	wantBefore["patch runnerpools/status"] = 12
+	wantBefore["watch nodes"] = 1
+	got2 := []map[string]int64{before.requests, after.requests, {"before": int64(len(before.writes)), "after": int64(len(after.writes))}}
+	want2 := []map[string]int64{wantBefore, {"patch runnerpools/status": 1}, {"before": 19, "after": 1}} // 2 creates, a delete, 12 patches, the collector's 4 deletes (a lease's too)
+	if diff := cmp.Diff(want2, got2); diff != "" {
+		t.Errorf("the audit log split at 10 s: requests before, after, writes (-want +got):\n%s", diff)
 	}
 }
 

@@ -21,7 +21,8 @@ import (
 // scale-set session (Scenario.waitsForSessions) and for the idle runners a warm
 // history asks for (Scenario.WarmHistory), and holds the idle window (Scenario.Idle);
 // none counts in the workload's figures. A fleet's controller is restarted after the
-// idle window (restartController).
+// idle window (restartController), and its burst followed by the single-pool burst
+// (runSinglePoolBurst), whose figures are its own: the others end where it starts.
 func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.Writer) (reportInputs, error) {
 	var sessions *Sessions
 	var idle *IdleReport
@@ -177,19 +178,48 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 	}
 	in.disruptions.drains, in.disruptions.reclaims, in.disruptions.kills = w.disruptor.records()
 	in.disruptions.runs = w.sim.Workflows().Runs()
-	in.controller = w.ctrl.stop()
+	if sc.Fleet != nil && sc.Fleet.SinglePoolBurst {
+		if !finished {
+			fmt.Fprintln(out, "The fleet burst did not finish: no single-pool burst")
+		} else {
+			if !drained {
+				fmt.Fprintln(out, "The fleet burst's runners are not all gone: the single-pool burst starts anyway")
+			}
+			// The fleet burst's figures end here; the single-pool burst's are its own.
+			in.controller, in.usage = w.ctrl.sofar(), readUsage(ctx, w, start, len(jobs))
+			if in.single, err = runSinglePoolBurst(ctx, w, sc, seed, out); err != nil {
+				return reportInputs{}, err
+			}
+			in.leftover = leftovers(ctx, w.cl.Client, w.sim) // after both bursts
+		}
+	}
+	whole := w.ctrl.stop()
+	if in.single == nil {
+		in.controller, in.usage = whole, readUsage(ctx, w, start, len(jobs))
+	}
 	if in.controller.Processes > 0 {
 		in.cpu["gantry controller"] = round1(in.controller.CPUSeconds) // every process, killed ones too
 	}
-	// Who used the pool: the controller's log, and its events as `gantry usage` reads them.
-	in.usage.records, in.usage.err = readUsageLog(w.ctrl.logPath)
-	if in.usage.err == nil && len(in.usage.records) == 0 && len(jobs) > 0 {
-		in.usage.err = fmt.Errorf("the controller logged no usage record (%s)", w.ctrl.logPath)
+	if in.single == nil {
+		in.audit, in.auditErr = readAudit(w.cl.AuditLog)
+	} else {
+		in.audit, in.single.audit, in.auditErr = readAuditSplit(w.cl.AuditLog, in.single.start)
+		in.single.auditErr = in.auditErr
 	}
-	in.usage.events, in.usage.eventErr = readUsageEvents(ctx, w.cl.Client, start, w.ctrl.opts.OutDir)
-	in.audit, in.auditErr = readAudit(w.cl.AuditLog)
 	in.end = time.Now()
 	return in, nil
+}
+
+// readUsage reads who used the pools: the controller's usage records in its log, and its
+// events as `gantry usage` reads them.
+func readUsage(ctx context.Context, w *world, start time.Time, jobs int) usageInputs {
+	var u usageInputs
+	u.records, u.err = readUsageLog(w.ctrl.logPath)
+	if u.err == nil && len(u.records) == 0 && jobs > 0 {
+		u.err = fmt.Errorf("the controller logged no usage record (%s)", w.ctrl.logPath)
+	}
+	u.events, u.eventErr = readUsageEvents(ctx, w.cl.Client, start, w.ctrl.opts.OutDir)
+	return u
 }
 
 // poolsTakenUpWait bounds the wait for the controller to take up its pools.

@@ -132,6 +132,9 @@ Writes are the controller's, from the kube-apiserver's audit log.</p>
 <tr><th>restart writes per pool</th><td>{{range $k, $v := .RestartWritesPerPool}}{{$k}} {{printf "%.3f" $v}}; {{end}}</td></tr>
 <tr><th>burst</th><td>{{.Burst.Jobs}} jobs over {{.Burst.Pools}} pools ({{.Burst.ScaleSetPools}} scale-set, {{.Burst.WebhookPools}} webhook);
 {{range $k, $v := .Burst.PickupByDemandSource}}{{$k}} pickup p50 {{$v.P50}} s, p99 {{$v.P99}} s; {{end}}writes per job {{.Burst.WritesPerJob}}</td></tr>
+{{with .SinglePoolBurst}}<tr><th>single-pool burst (the reference)</th><td>the same {{.Jobs}} jobs into {{.Pool}} alone (maxRunners {{.MaxRunners}}) once the burst's runners were gone, same cluster and controller:
+{{.JobsNeverPickedUp}} never picked up, {{.JobsUnfinished}} unfinished, runners gone {{.Drained}} after {{.WallSeconds}} s; pickup p50 {{.PickupSeconds.P50}} s, p99 {{.PickupSeconds.P99}} s (job → Runner p99 {{.PoolReaction.P99}} s, → runner pod p99 {{.ReactionSeconds.P99}} s); writes per job {{.WritesPerJob}}</td></tr>
+<tr><th>burst pickup p99 / single pool's</th><td>{{with $.Fleet.BurstPickupP99OverSinglePool}}{{f2 .}}{{else}}<strong>not measured: the single-pool burst did not end clean</strong>{{end}}</td></tr>{{end}}
 </table>{{end}}
 {{if .Floor}}<h2>Gantry beside the floor</h2>
 <p>The floor is an oracle run on the same cluster and simulator right after Gantry's

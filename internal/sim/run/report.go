@@ -42,7 +42,8 @@ import (
 // port_mapped_jobs, port_mapped_jobs_green and bursts.
 // Version 15 added fleet, sessions.seconds_from_start, kube_api.startup_writes and
 // kube_api.workload_writes_per_job.
-const SchemaVersion = 15
+// Version 16 added fleet.single_pool_burst and fleet.burst_pickup_p99_over_single_pool.
+const SchemaVersion = 16
 
 // Quantiles summarize a latency distribution, in seconds.
 type Quantiles struct {
@@ -217,12 +218,14 @@ type Report struct {
 // Clean reports whether the run ended as it should: every job finished and none was
 // lost, nothing left over, no busy runner killed, every pool's scale-set session open
 // when the run waited for them, at the end of an idle window and after a fleet's
-// restart (and named in the pools' statuses), the cache's promises kept
+// restart (and named in the pools' statuses), a fleet's single-pool burst as clean
+// (SinglePoolBurst.clean), the cache's promises kept
 // (CacheReport.Clean), and the disruptions' (DisruptionsReport.Clean).
 func (r *Report) Clean() bool {
 	return r.Caches.Clean() && r.Disruptions.Clean() && r.Finished && r.JobsNeverPickedUp == 0 && r.JobsUnfinished == 0 && r.Leftover.Total() == 0 && r.BusyRunnersKilled == 0 &&
 		(r.Sessions == nil || r.Sessions.Open == r.Sessions.Pools) &&
 		(r.Fleet == nil || r.Fleet.Restart == nil || (r.Fleet.Restart.Open == r.Fleet.Restart.Pools && r.Fleet.Restart.StatusSeconds != nil)) &&
+		(r.Fleet == nil || r.Fleet.SinglePoolBurst == nil || r.Fleet.SinglePoolBurst.clean()) &&
 		(r.Idle == nil || r.DemandSource != v1alpha1.DemandSourceScaleSet || r.Idle.SessionsOpen == r.Idle.Pools)
 }
 
@@ -254,6 +257,7 @@ type reportInputs struct {
 	platforms              map[string]int // a fleet's pools by platform
 	launched               time.Time      // the first controller process started
 	secondBurstAt          time.Time      // when a container-jobs scenario's second burst was queued
+	single                 *singlePoolRun // a fleet's single-pool burst, after its own
 	disruptions            disruptionInputs
 	usage                  usageInputs
 }

