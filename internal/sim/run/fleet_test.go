@@ -2,6 +2,7 @@ package run
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -150,21 +151,8 @@ func TestFleetReport(t *testing.T) {
 	launched := t0.Add(-10 * time.Minute)
 	idle := &IdleReport{from: t0.Add(-8 * time.Minute), to: t0.Add(-6 * time.Minute)}
 	restart := &RestartReport{Signal: "KILL", Pools: 6, Open: 6, at: t0.Add(-5 * time.Minute)}
-	a := kubeAudit{requests: map[string]int64{}, collector: map[string]int64{}, poolStatusWrites: map[string][]time.Time{}}
-	add := func(at time.Time, user, verb, res string, n int) {
-		ev := auditEvent{Verb: verb, StageTimestamp: at}
-		ev.User.Username = user
-		ev.ObjectRef = &struct {
-			Resource    string `json:"resource"`
-			Subresource string `json:"subresource"`
-			Namespace   string `json:"namespace"`
-			Name        string `json:"name"`
-		}{Namespace: namespace, Name: "linux-001"}
-		ev.ObjectRef.Resource, ev.ObjectRef.Subresource, _ = strings.Cut(res, "/")
-		for range n {
-			a.add(ev)
-		}
-	}
+	a := newKubeAudit()
+	add := func(at time.Time, user, verb, res string, n int) { addAudit(&a, at, user, verb, res, n) }
 	add(launched.Add(time.Second), controllerUser, "watch", "nodes", 1)
 	add(launched.Add(time.Second), controllerUser, "get", "secrets", 2)
 	add(launched.Add(2*time.Second), controllerUser, "patch", "runnerpools", 8)
@@ -246,10 +234,7 @@ func TestFleetTargets(t *testing.T) {
 		t.Errorf("a fleet within its targets (-want +got):\n%s", diff)
 	}
 	missing := func(figures ...string) map[string]bool {
-		want := map[string]bool{}
-		for k, v := range all {
-			want[k] = v
-		}
+		want := maps.Clone(all)
 		for _, k := range figures {
 			want[k] = false
 		}
@@ -288,19 +273,7 @@ func TestFleetTargets(t *testing.T) {
 func TestSinglePoolBurst(t *testing.T) {
 	start := at(100)
 	audit := newKubeAudit()
-	write := func(s float64, user, verb, res string, n int) {
-		ev := auditEvent{Verb: verb, StageTimestamp: at(s)}
-		ev.User.Username = user
-		ev.ObjectRef = &struct {
-			Resource    string `json:"resource"`
-			Subresource string `json:"subresource"`
-			Namespace   string `json:"namespace"`
-			Name        string `json:"name"`
-		}{Resource: res, Namespace: namespace, Name: "x"}
-		for range n {
-			audit.add(ev)
-		}
-	}
+	write := func(s float64, user, verb, res string, n int) { addAudit(&audit, at(s), user, verb, res, n) }
 	write(101, controllerUser, "create", "pods", 4)
 	write(101, controllerUser, "create", "runners", 4)
 	write(130, cluster.CollectorUser, "delete", "pods", 4)
@@ -350,5 +323,22 @@ func TestSinglePoolBurst(t *testing.T) {
 		if diff := cmp.Diff(result{want, tt.ratio}, result{b, pickupOverSinglePool(5, b)}); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
 		}
+	}
+}
+
+// addAudit adds to a n requests of user's, verb on res ("runnerpools/status") in the
+// run's namespace, answered at at.
+func addAudit(a *kubeAudit, at time.Time, user, verb, res string, n int) {
+	ev := auditEvent{Verb: verb, StageTimestamp: at}
+	ev.User.Username = user
+	ev.ObjectRef = &struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+	}{Namespace: namespace, Name: "linux-001"}
+	ev.ObjectRef.Resource, ev.ObjectRef.Subresource, _ = strings.Cut(res, "/")
+	for range n {
+		a.add(ev)
 	}
 }
