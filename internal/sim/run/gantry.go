@@ -186,7 +186,9 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 	if in.usage.err == nil && len(in.usage.records) == 0 && len(jobs) > 0 {
 		in.usage.err = fmt.Errorf("the controller logged no usage record (%s)", w.ctrl.logPath)
 	}
-	in.usage.events, in.usage.eventErr = readUsageEvents(ctx, w.cl.Client, start, w.ctrl.opts.OutDir)
+	if in.usage.eventsWritten = sc.UsageEvents; in.usage.eventsWritten {
+		in.usage.events, in.usage.eventErr = readUsageEvents(ctx, w.cl.Client, start, w.ctrl.opts.OutDir)
+	}
 	in.audit, in.auditErr = readAudit(w.cl.AuditLog)
 	in.end = time.Now()
 	return in, nil
