@@ -84,7 +84,7 @@ name in capitals, dashes as underscores, prefixed with GANTRY_ (GANTRY_LEADER_EL
 	fl.DurationVar(&f.failedRunnerRetention, "failed-runner-retention", 10*time.Minute, "how long a Failed Runner stays visible (with its reason) before it is removed and unregistered")
 	fl.IntVar(&f.usageRepositories, "usage-repositories", manager.DefaultUsageRepositories, "repositories with usage series of their own, the first to finish a job; the rest are counted as \"other\" (docs/usage.md; 0: none)")
 	fl.IntVar(&f.usageWorkflows, "usage-workflows", 0, "(repository, workflow) pairs with usage series of their own; the rest are \"other\" (0: no workflow label)")
-	fl.BoolVar(&f.usageEvents, "usage-events", true, "write a RunnerUsage event for each runner that ends (one API server write each); the usage log line and metrics are written either way")
+	fl.BoolVar(&f.usageEvents, "usage-events", false, "write a RunnerUsage event for each runner that ends (one API server write each), which `gantry usage` reads without Prometheus; the usage log line and metrics are written either way")
 	fl.StringVar(&f.logFormat, "log-format", "json", "json or text")
 	fl.StringVar(&f.logLevel, "log-level", "info", "info, debug (V(1)) or trace (V(2))")
 	return cmd
@@ -240,7 +240,7 @@ func runController(f *controllerFlags) error {
 		RunnerNetworkPolicy:     runnerPolicy,
 		UsageRepositories:       usageRepositories,
 		UsageWorkflows:          f.usageWorkflows,
-		NoUsageEvents:           !f.usageEvents,
+		UsageEvents:             f.usageEvents,
 	})
 	if err != nil {
 		return err

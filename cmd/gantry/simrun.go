@@ -33,6 +33,7 @@ func newSimRunCommand() *cobra.Command {
 		noFloor             bool
 		controllerBinary    string
 		podLabels           bool
+		usageEvents         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -45,7 +46,8 @@ live view; and writes <out>/report.json and <out>/report.html.
 --trace FILE replays a recorded trace of workflow jobs instead (docs/sim.md: the
 format; gantry sim export-trace writes one from a real organization). --faults FILE
 plays a fault schedule during the workload of any scenario. --pod-labels labels the
-runner pods with their job (spec.usage.podLabels; renamed NAME-podlabels). --demand-source ScaleSet
+runner pods with their job (spec.usage.podLabels; renamed NAME-podlabels). --usage-events
+runs the controller with a RunnerUsage event per runner (renamed NAME-usageevents). --demand-source ScaleSet
 runs any scenario or trace with the pool's demand from a runner scale set (renamed
 NAME-scaleset: burst becomes burst-scaleset). A scenario of many pools (pools > 1, on
 ScaleSet only) or with an idle window waits for every pool's session before its
@@ -75,6 +77,9 @@ Scenarios: ` + scenarioList(),
 			}
 			if podLabels {
 				sc = run.WithPodLabels(sc)
+			}
+			if usageEvents {
+				sc = run.WithUsageEvents(sc)
 			}
 			if warmFile != "" {
 				if sc, err = withWarm(sc, warmFile); err != nil {
@@ -112,6 +117,7 @@ Scenarios: ` + scenarioList(),
 	cmd.Flags().StringVar(&warmFile, "warm", "", "give the pool this spec.warm (YAML: schedules, predictive; docs/warm-pools.md), replacing the scenario's")
 	cmd.Flags().BoolVar(&noFloor, "no-floor", false, "skip the floor: the oracle's run of a burst or steady workload after Gantry's (docs/sim.md)")
 	cmd.Flags().StringVar(&controllerBinary, "controller-binary", "", "run this gantry binary's `gantry controller` instead of this one's (another build, measured on the same scenario; docs/sim.md)")
+	cmd.Flags().BoolVar(&usageEvents, "usage-events", false, "run the controller with --usage-events: a RunnerUsage event for each runner that ends (one write each), read back into usage.txt; the run is named NAME-usageevents")
 	cmd.Flags().BoolVar(&podLabels, "pod-labels", false, "label runner pods with their job's repository and workflow (spec.usage.podLabels, one pod patch per job); the run is named NAME-podlabels")
 	return cmd
 }

@@ -81,7 +81,9 @@ func runSim(t *testing.T, sc run.Scenario, timeout time.Duration) (*run.Report, 
 // while a short fault schedule plays every kind of fault: webhooks dropped, runner
 // endpoints failing, a primary rate limit, the controller SIGKILLed and restarted, a
 // node lost under busy runners. Nothing may be lost or left over, and no busy runner
-// killed but those of the lost node. About a minute and a half.
+// killed but those of the lost node. The controller writes its RunnerUsage events
+// (--usage-events), which the run reads back as `gantry usage` does. About a minute
+// and a half.
 func TestSimRunReplaysATraceThroughFaults(t *testing.T) {
 	root, _, _ := simTestEnv(t)
 	f, err := os.Open(filepath.Join(root, "internal/sim/run/testdata/sample-trace.jsonl"))
@@ -99,6 +101,7 @@ func TestSimRunReplaysATraceThroughFaults(t *testing.T) {
 	sc.NodeMonitorGracePeriod, sc.UnreachableToleration, sc.PodTerminationGracePeriod = 10*time.Second, 2*time.Second, time.Second
 	sc.NodeLostTimeout, sc.FailedRunnerRetention, sc.RunnerLostTimeout = 5*time.Second, 5*time.Second, 10*time.Second
 	sc.Timeout = 4 * time.Minute
+	sc = run.WithUsageEvents(sc)
 	sc.Faults = &fault.Schedule{Seed: 5, Steps: []fault.Step{
 		{Name: "drop", At: dur("1s"), For: dur("8s"), WebhookDrop: &fault.WebhookDrop{Rate: 0.5}},
 		{Name: "503", At: dur("3s"), For: dur("6s"), APIErrors: &fault.APIErrors{Rate: 0.5}},
@@ -119,6 +122,14 @@ func TestSimRunReplaysATraceThroughFaults(t *testing.T) {
 	}
 	if rep.JobsTotal != len(tr.Jobs) || rep.Trace == nil || rep.Trace.Jobs != len(tr.Jobs) {
 		t.Errorf("replayed %d jobs (trace section %+v), want the trace's %d", rep.JobsTotal, rep.Trace, len(tr.Jobs))
+	}
+	// --usage-events: `gantry usage` reads the cluster's RunnerUsage events, one per usage
+	// log line (the killed controller may have logged one record and died before its
+	// event).
+	if u := rep.Usage; u == nil || !u.EventsWritten || u.EventsError != "" || u.Events == 0 || u.Events > u.Records || u.Events < u.Records-1 {
+		t.Errorf("usage %+v: want as many RunnerUsage events as usage records, read back without error", u)
+	} else if txt, err := os.ReadFile(filepath.Join(out, "usage.txt")); err != nil || !strings.Contains(string(txt), "RunnerUsage events") {
+		t.Errorf("usage.txt: %v\n%s", err, txt)
 	}
 	fr := rep.Faults
 	if fr == nil {

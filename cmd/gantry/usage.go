@@ -108,7 +108,7 @@ func runUsage(ctx context.Context, kube client.Reader, f *usageFlags, out io.Wri
 		s = usage.SummarizeEvents(recs, now.Add(-window), now)
 		switch {
 		case len(recs) == 0:
-			note = "No RunnerUsage event in the window: runners write one as they end (unless the controller runs with --usage-events=false), and the API server keeps events for its --event-ttl, an hour by default. For longer windows, give --prometheus."
+			note = "No RunnerUsage event in the window: runners write one as they end only when the controller runs with --usage-events, and the API server keeps events for its --event-ttl, an hour by default. For longer windows, give --prometheus."
 		case s.From.Sub(now.Add(-window)) > time.Minute:
 			note = fmt.Sprintf("The events go back to %s only: the API server keeps events for its --event-ttl (an hour by default). For the whole window, give --prometheus.", s.From.UTC().Format(time.DateTime))
 		}

@@ -103,10 +103,11 @@ type Options struct {
 	RunnerNetworkPolicy *networkingv1.NetworkPolicy
 	// UsageRepositories is how many repositories get usage series of their own (the
 	// rest are "other"); default 100, negative: none. UsageWorkflows is how many
-	// (repository, workflow) pairs do; default 0: no workflow label. NoUsageEvents
-	// leaves out the RunnerUsage event of each runner (docs/usage.md).
+	// (repository, workflow) pairs do; default 0: no workflow label. UsageEvents
+	// writes a RunnerUsage event for each runner that ends, one API server write each
+	// (docs/usage.md); off by default.
 	UsageRepositories, UsageWorkflows int
-	NoUsageEvents                     bool
+	UsageEvents                       bool
 	// Clock defaults to the real clock.
 	Clock clock.Clock
 	// SeveralPerProcess lets tests run more than one manager in a process (controller
@@ -322,7 +323,7 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 		Sources: sources, Failures: failures, Events: mgr.GetEventRecorder("gantry-runner"), Clock: clk,
 		FailedRetention: opts.FailedRunnerRetention, Warm: observations,
 		WatchedNamespaces: opts.Namespaces, HookNetworkPolicy: opts.RunnerNetworkPolicy, Nodes: nodeView, Slots: slots,
-		Usage:    runner.UsageOptions{Repositories: max(0, opts.UsageRepositories), Workflows: max(0, opts.UsageWorkflows), NoEvents: opts.NoUsageEvents},
+		Usage:    runner.UsageOptions{Repositories: max(0, opts.UsageRepositories), Workflows: max(0, opts.UsageWorkflows), Events: opts.UsageEvents},
 		JobEvent: reruns.Wake,
 	}).SetupWithManager(mgr, opts.RunnerConcurrency); err != nil {
 		return nil, err

@@ -28,7 +28,7 @@ import (
 // Who used the runners (docs/usage.md). Every runner that had a pod or ran a job gets
 // one usage record when it ends — after its finalizer is removed, so once per runner
 // whatever the number of finalize passes: a log line, a RunnerUsage event on the
-// Runner (unless UsageOptions.NoEvents) and the usage metrics (usagemetrics.go). A
+// Runner (with UsageOptions.Events) and the usage metrics (usagemetrics.go). A
 // controller killed between the finalizer's removal and the record loses that one
 // record; one restarted never repeats it.
 //
@@ -48,9 +48,9 @@ type UsageOptions struct {
 	// rest of a kept repository's workflows are "other". 0: the workflow label is
 	// empty.
 	Workflows int
-	// NoEvents leaves out the RunnerUsage event (one API server write per runner); the
-	// log line and the metrics stay.
-	NoEvents bool
+	// Events adds a RunnerUsage event to the log line and the metrics: one API server
+	// write per runner, so off unless asked for (docs/usage.md#what-it-costs).
+	Events bool
 }
 
 // usageBook is what the usage records need, per runner, until they are written: the
@@ -244,7 +244,7 @@ func (r *Reconciler) recordUsage(ctx context.Context, rn *v1alpha1.Runner) {
 	}
 	log.FromContext(ctx).Info(usage.LogMessage, usage.LogKey, rec)
 	r.observeUsage(rec)
-	if r.Usage.NoEvents {
+	if !r.Usage.Events {
 		return
 	}
 	note := usageNote(rec)

@@ -114,7 +114,7 @@ func counter(c *prometheus.CounterVec, labels ...string) float64 {
 }
 
 // A runner that ran a known job gets one usage record when its finalizer is removed —
-// as a JSON log line and as an event holding the same record — with the job as GitHub
+// as a JSON log line and, with UsageOptions.Events, as an event holding the same record — with the job as GitHub
 // described it, the pod's life from its creation to its runner's exit, and its
 // requests (sidecar included) over that life; the metrics count it under its pool and
 // repository. More finalize passes write nothing more.
@@ -123,7 +123,7 @@ func TestAFinishedRunnerGetsOneUsageRecord(t *testing.T) {
 	r.Clock = clock.RealClock{} // the exited runners' reaper waits on it
 	rec := &usageEvents{}
 	r.Events = rec
-	r.Usage = UsageOptions{Repositories: 10}
+	r.Usage = UsageOptions{Repositories: 10, Events: true}
 	t0 := time.Now().Truncate(time.Second).Add(-time.Hour)
 	tracked := clocktesting.NewFakeClock(t0.Add(-9 * time.Second))
 	r.Tracker = demand.NewTracker(demand.NewRouter(), tracked)
@@ -203,6 +203,39 @@ func TestAFinishedRunnerGetsOneUsageRecord(t *testing.T) {
 	}
 	if d := counter(usageJobs, "ci", "linux", "acme/api", "") - jobsBefore; d != 1 {
 		t.Errorf("jobs counted %v, want 1", d)
+	}
+}
+
+// The RunnerUsage event costs a write per runner: written only when asked for, while
+// the log line and the metrics are written either way.
+func TestUsageEventOnlyWhenAsked(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		opts       UsageOptions
+		wantEvents int
+	}{
+		{name: "default", opts: UsageOptions{Repositories: 10}, wantEvents: 0},
+		{name: "events asked for", opts: UsageOptions{Repositories: 10, Events: true}, wantEvents: 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, _, _, rn := unwrittenWorld(t)
+			t0 := time.Now().Truncate(time.Second).Add(-time.Hour)
+			r.Clock = clocktesting.NewFakeClock(t0.Add(time.Minute))
+			rec := &usageEvents{}
+			r.Events, r.Usage = rec, tt.opts
+			rn.Status = v1alpha1.RunnerStatus{Phase: v1alpha1.RunnerDeleting, PodName: "p"}
+			e := r.usage.entry(rn)
+			e.pod = &podSeen{name: "p", created: t0, cpu: 1, gone: t0.Add(30 * time.Second)}
+			var logs bytes.Buffer
+			ctx := log.IntoContext(context.Background(), zap.New(zap.WriteTo(&logs), zap.JSONEncoder()))
+			r.recordUsage(ctx, rn)
+			if n := len(usageLines(t, logs.Bytes())); n != 1 {
+				t.Errorf("%d usage log lines, want 1", n)
+			}
+			if len(rec.notes) != tt.wantEvents {
+				t.Errorf("%d RunnerUsage events, want %d", len(rec.notes), tt.wantEvents)
+			}
+		})
 	}
 }
 

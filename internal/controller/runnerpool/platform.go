@@ -28,10 +28,12 @@ const platformRecheck = time.Minute
 // maxPlatformMessage is status.platform.message's MaxLength.
 const maxPlatformMessage = 1024
 
-// platformReads remembers when each pool last read the nodes.
+// platformReads remembers when each pool last read the nodes, and the platform this
+// process last logged for it.
 type platformReads struct {
-	mu   sync.Mutex
-	last map[types.NamespacedName]time.Time
+	mu     sync.Mutex
+	last   map[types.NamespacedName]time.Time
+	logged map[types.NamespacedName]string
 }
 
 func (p *platformReads) due(key types.NamespacedName, now time.Time) bool {
@@ -50,10 +52,28 @@ func (p *platformReads) read(key types.NamespacedName, now time.Time) {
 	p.last[key] = now
 }
 
+// announce reports whether platform ("os/arch") is news for the pool's log: not what
+// this process logged for it last. The passes before the pool's first status write
+// (which may wait for its session) each choose the platform again from a stored status
+// without one; the log says so once.
+func (p *platformReads) announce(key types.NamespacedName, platform string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.logged[key] == platform {
+		return false
+	}
+	if p.logged == nil {
+		p.logged = map[types.NamespacedName]string{}
+	}
+	p.logged[key] = platform
+	return true
+}
+
 func (p *platformReads) forget(key types.NamespacedName) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.last, key)
+	delete(p.logged, key)
 }
 
 // platform records in status.platform the OS and architecture the pool's runner pods are
@@ -111,7 +131,9 @@ func (r *Reconciler) platform(ctx context.Context, st *state) (reconcile.Result,
 		return res, nil
 	}
 	if cur == nil || cur.OS != next.OS || cur.Arch != next.Arch {
-		log.FromContext(ctx).Info("Runner platform chosen", "os", next.OS, "arch", next.Arch, "source", next.Source, "why", next.Message)
+		if r.platformReads.announce(key, next.OS+"/"+next.Arch) {
+			log.FromContext(ctx).Info("Runner platform chosen", "os", next.OS, "arch", next.Arch, "source", next.Source, "why", next.Message)
+		}
 		st.platformChanged = true
 	}
 	pool.Status.Platform = &next

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -163,6 +164,35 @@ func TestChoosePlatform(t *testing.T) {
 				t.Errorf("message %q does not say %q", msg, tt.wantIn)
 			}
 		})
+	}
+}
+
+// A pool's platform is logged once per change: the passes before its first status write
+// choose it again from a stored status without one, and say nothing more.
+func TestPlatformAnnouncedOnce(t *testing.T) {
+	var p platformReads
+	a, b := types.NamespacedName{Namespace: "ci", Name: "a"}, types.NamespacedName{Namespace: "ci", Name: "b"}
+	for _, s := range []struct {
+		key      types.NamespacedName
+		platform string
+		forget   bool
+		want     bool
+	}{
+		{key: a, platform: "linux/amd64", want: true},
+		{key: a, platform: "linux/amd64", want: false},
+		{key: b, platform: "linux/amd64", want: true},
+		{key: a, platform: "linux/arm64", want: true},
+		{key: a, platform: "linux/amd64", want: true},
+		{key: a, forget: true},
+		{key: a, platform: "linux/amd64", want: true},
+	} {
+		if s.forget {
+			p.forget(s.key)
+			continue
+		}
+		if got := p.announce(s.key, s.platform); got != s.want {
+			t.Errorf("announce(%s, %s) = %v, want %v", s.key.Name, s.platform, got, s.want)
+		}
 	}
 }
 

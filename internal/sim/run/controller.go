@@ -63,6 +63,9 @@ func newController(opts Options, sc Scenario, kubeconfig, webhookAddr string, me
 	if ns := sc.watchedNamespaces(); len(ns) > 0 {
 		args = append(args, "--namespaces="+strings.Join(ns, ","))
 	}
+	if sc.UsageEvents {
+		args = append(args, "--usage-events")
+	}
 	if sc.FailedRunnerRetention > 0 {
 		args = append(args, "--failed-runner-retention="+sc.FailedRunnerRetention.String())
 	}

@@ -186,7 +186,7 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 				fmt.Fprintln(out, "The fleet burst's runners are not all gone: the single-pool burst starts anyway")
 			}
 			// The fleet burst's figures end here; the single-pool burst's are its own.
-			in.controller, in.usage = w.ctrl.sofar(), readUsage(ctx, w, start, len(jobs))
+			in.controller, in.usage = w.ctrl.sofar(), readUsage(ctx, w, sc, start, len(jobs))
 			if in.single, err = runSinglePoolBurst(ctx, w, sc, seed, out); err != nil {
 				return reportInputs{}, err
 			}
@@ -195,7 +195,7 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 	}
 	whole := w.ctrl.stop()
 	if in.single == nil {
-		in.controller, in.usage = whole, readUsage(ctx, w, start, len(jobs))
+		in.controller, in.usage = whole, readUsage(ctx, w, sc, start, len(jobs))
 	}
 	if in.controller.Processes > 0 {
 		in.cpu["gantry controller"] = round1(in.controller.CPUSeconds) // every process, killed ones too
@@ -211,14 +211,16 @@ func runGantry(ctx context.Context, w *world, sc Scenario, seed uint64, out io.W
 }
 
 // readUsage reads who used the pools: the controller's usage records in its log, and its
-// events as `gantry usage` reads them.
-func readUsage(ctx context.Context, w *world, start time.Time, jobs int) usageInputs {
+// events as `gantry usage` reads them when the scenario has it write them.
+func readUsage(ctx context.Context, w *world, sc Scenario, start time.Time, jobs int) usageInputs {
 	var u usageInputs
 	u.records, u.err = readUsageLog(w.ctrl.logPath)
 	if u.err == nil && len(u.records) == 0 && jobs > 0 {
 		u.err = fmt.Errorf("the controller logged no usage record (%s)", w.ctrl.logPath)
 	}
-	u.events, u.eventErr = readUsageEvents(ctx, w.cl.Client, start, w.ctrl.opts.OutDir)
+	if u.eventsWritten = sc.UsageEvents; u.eventsWritten {
+		u.events, u.eventErr = readUsageEvents(ctx, w.cl.Client, start, w.ctrl.opts.OutDir)
+	}
 	return u
 }
 

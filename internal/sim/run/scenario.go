@@ -115,6 +115,9 @@ type Scenario struct {
 	// PodLabels is the pool's spec.usage.podLabels: runner pods labeled with their
 	// job's repository and workflow, one pod patch per job (WithPodLabels).
 	PodLabels bool `json:"pod_labels,omitempty"`
+	// UsageEvents runs the controller with --usage-events: a RunnerUsage event for each
+	// runner that ends, one write each (WithUsageEvents).
+	UsageEvents bool `json:"usage_events,omitempty"`
 	// Cache, when set, is the pool's one cache (spec.caches), mounted by the runner
 	// container at /cache; a template without a storageClassName gets the simulated
 	// cluster's local volumes (cluster.StorageClass). After the workload the pool is

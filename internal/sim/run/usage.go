@@ -43,11 +43,13 @@ type UsageReport struct {
 	// without a job) and by workflow, most runner time first.
 	Repositories []usage.Row `json:"repositories"`
 	Workflows    []usage.Row `json:"workflows"`
-	// Events is how many RunnerUsage events the cluster held once the controller
+	// EventsWritten: the controller ran with --usage-events (Scenario.UsageEvents).
+	// Events is then how many RunnerUsage events the cluster held once the controller
 	// stopped, read as `gantry usage` reads them; usage.txt in the run's directory is
 	// what `gantry usage` printed of them. EventsError says why they could not be read.
-	Events      int    `json:"events"`
-	EventsError string `json:"events_error,omitempty"`
+	EventsWritten bool   `json:"events_written"`
+	Events        int    `json:"events"`
+	EventsError   string `json:"events_error,omitempty"`
 	// OverTime is the runners in use by repository over the run, for report.html.
 	OverTime *UsageOverTime `json:"over_time,omitempty"`
 	// Error says why the records could not be read.
@@ -73,10 +75,11 @@ const usageSeries = 6
 
 // usageInputs is what the run took for the usage report.
 type usageInputs struct {
-	records  []usage.Record
-	err      error
-	events   int
-	eventErr error
+	records       []usage.Record
+	err           error
+	eventsWritten bool
+	events        int
+	eventErr      error
 }
 
 // readUsageLog reads the usage records of a controller log of JSON lines (every
@@ -137,7 +140,7 @@ func usageReport(in usageInputs, events []agent.Event, start time.Time) *UsageRe
 	s := usage.Summarize(in.records)
 	u := &UsageReport{
 		Records: len(in.records), Jobs: s.Jobs, RunnerSeconds: round1(s.RunnerSeconds), RequestedCPUSeconds: round1(s.RequestedCPUSeconds),
-		Repositories: s.Repositories, Workflows: s.Workflows, Events: in.events,
+		Repositories: s.Repositories, Workflows: s.Workflows, EventsWritten: in.eventsWritten, Events: in.events,
 	}
 	for _, r := range in.records {
 		u.RequestedMemoryGiBSeconds += r.RequestedMemoryGiBSeconds
@@ -254,6 +257,19 @@ func usageOverTime(recs []usage.Record, start time.Time) *UsageOverTime {
 		}
 	}
 	return out
+}
+
+// WithUsageEvents is sc with the controller's --usage-events, named NAME-usageevents:
+// the same run, with a RunnerUsage event for each runner that ends (one write each),
+// read back as `gantry usage` reads them into usage.txt.
+func WithUsageEvents(sc Scenario) Scenario {
+	if sc.UsageEvents {
+		return sc
+	}
+	sc.UsageEvents = true
+	sc.Name += "-usageevents"
+	sc.Description += ", a RunnerUsage event for each runner that ends (--usage-events)"
+	return sc
 }
 
 // WithPodLabels is sc with its pool's spec.usage.podLabels on, named NAME-podlabels:

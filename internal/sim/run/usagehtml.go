@@ -91,7 +91,7 @@ pipeline would (docs/usage.md) — {{.Jobs}} jobs used <strong>{{printf "%.0f" .
 with {{printf "%.0f" .RequestedCPUSeconds}} CPU core-seconds and {{printf "%.0f" .RequestedMemoryGiBSeconds}} memory GiB-seconds requested.
 The run's own count, from the {{.RunnerPods}} runner pods the agents saw (the watch seeing each pod created → its runner exiting,
 killed, or gone): {{printf "%.0f" .RunTotalRunnerSeconds}} runner-seconds.{{with .DifferencePercent}} The records differ from it by <strong>{{signed .}} %</strong>.{{end}}
-{{.Events}} RunnerUsage events were in the cluster once the controller stopped{{with .EventsError}} ({{.}}){{end}}: usage.txt is what <code>gantry usage</code> printed of them.</p>
+{{if .EventsWritten}}{{.Events}} RunnerUsage events were in the cluster once the controller stopped{{with .EventsError}} ({{.}}){{end}}: usage.txt is what <code>gantry usage</code> printed of them.{{else}}The controller ran without <code>--usage-events</code>, its default: no RunnerUsage event was written (<code>gantry sim run --usage-events</code> runs it with them).{{end}}</p>
 <table><tr><th>repository</th><th>jobs</th><th>runner-seconds</th><th>share</th><th>requested CPU-seconds</th><th>queue p50 (s)</th><th>queue p99 (s)</th></tr>
 {{range first .Repositories}}<tr><td>{{name .Repository}}</td><td class="n">{{.Jobs}}</td><td class="n">{{printf "%.0f" .RunnerSeconds}}</td><td class="n">{{share .RunnerSeconds $.Usage.RunnerSeconds}}</td><td class="n">{{printf "%.0f" .RequestedCPUSeconds}}</td><td class="n">{{q .QueueP50}}</td><td class="n">{{q .QueueP99}}</td></tr>
 {{end}}</table>

@@ -52,6 +52,8 @@ type Options struct {
 	// RunnerLostTimeout is the simulator's job lease (simgithub.Options): a started job
 	// its runner stops renewing fails this long after. Zero: never.
 	RunnerLostTimeout time.Duration
+	// UsageEvents is the manager's (manager.Options.UsageEvents).
+	UsageEvents bool
 }
 
 // Stack is one test's simulator and manager.
@@ -113,6 +115,7 @@ func Start(t *testing.T, env *testenv.Env, ns string, o Options) *Stack {
 		mopts.Clock = o.Clock
 	}
 	mopts.RunnerNetworkPolicy = o.RunnerNetworkPolicy
+	mopts.UsageEvents = o.UsageEvents
 	if o.TLS != nil {
 		mopts.GitHubCABundle, mopts.GitHubAllowHTTP = o.TLS.PEM, false
 	}

@@ -57,13 +57,21 @@ type world struct {
 // it.
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldWith(t, func(*stack.Options) {})
+}
+
+// newWorldWith is newWorld with its stack's options changed by opts.
+func newWorldWith(t *testing.T, opts func(*stack.Options)) *world {
+	t.Helper()
 	w := &world{t: t, ns: env.Namespace(t), c: env.Client}
-	st := stack.Start(t, env, w.ns, stack.Options{
+	o := stack.Options{
 		Token:             testToken,
 		CredentialsSecret: credsSecret,
 		WebhookSecret:     webhookSecret,
 		RateLimits:        simgithub.RateLimits{Secondary: simgithub.SecondaryLimits{Disabled: true}},
-	})
+	}
+	opts(&o)
+	st := stack.Start(t, env, w.ns, o)
 	w.sim, w.simURL = st.Sim, st.SimURL
 	return w
 }

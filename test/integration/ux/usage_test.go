@@ -12,17 +12,18 @@ import (
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
+	"github.com/gantry-dev/gantry/internal/testutil/stack"
 	"github.com/gantry-dev/gantry/internal/usage"
 )
 
-// A job run through the real manager: the runner pod of a pool with podLabels is
-// labeled with the job once the runner takes it; when the runner exits, a RunnerUsage
-// event holds the job's usage record — read back from the API server as `gantry usage`
+// A job run through the real manager (with --usage-events): the runner pod of a pool
+// with podLabels is labeled with the job once the runner takes it; when the runner
+// exits, a RunnerUsage event holds the job's usage record — read back from the API server as `gantry usage`
 // reads it (a field selector on the events' reason) — with the job as GitHub gave it,
 // the pod's requests and its life from creation to its runner's exit.
 func TestAJobsUsageRecord(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
+	w := newWorldWith(t, func(o *stack.Options) { o.UsageEvents = true })
 	pool := w.pool("used").MaxRunners(1).Obj()
 	pool.Spec.Usage = &v1alpha1.UsageSpec{PodLabels: true}
 	pool.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{
