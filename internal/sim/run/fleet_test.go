@@ -168,6 +168,7 @@ func TestFleetReport(t *testing.T) {
 		jobs:      []simgithub.Job{job(1, 0, 1, 2, "success"), job(2, 0, 3, 4, "success")},
 	}
 	in.jobs[0].Labels, in.jobs[1].Labels = []string{"linux-001"}, []string{"self-hosted", "linux-004"}
+	in.events = []agent.Event{{Pod: "linux-001-a", Kind: agent.EventCreated, At: at(0.5)}, {Pod: "linux-001-a", Kind: agent.EventRunning, At: at(3)}}
 	// The single-pool burst, 10 minutes on: its audit log is its own.
 	in.single = &singlePoolRun{pool: "linux-007", maxRunners: 500, start: at(600), finished: true, drained: true, drainedAt: at(620),
 		jobs: []simgithub.Job{job(3, 600, 601, 611, "success"), job(4, 600, 602, 612, "success")}, audit: newKubeAudit()}
@@ -183,6 +184,7 @@ func TestFleetReport(t *testing.T) {
 			v1alpha1.DemandSourceScaleSet: f.Burst.PickupByDemandSource[v1alpha1.DemandSourceScaleSet].P99,
 			v1alpha1.DemandSourceWebhook:  f.Burst.PickupByDemandSource[v1alpha1.DemandSourceWebhook].P99,
 		},
+		"pod start":   f.Burst.RunnerPodStart.P99,
 		"single pool": fmt.Sprintf("%d jobs into %s, pickup p99 %v", f.SinglePoolBurst.Jobs, f.SinglePoolBurst.Pool, f.SinglePoolBurst.PickupSeconds.P99),
 		"ratio":       f.BurstPickupP99OverSinglePool,
 	}
@@ -195,6 +197,7 @@ func TestFleetReport(t *testing.T) {
 		"burst":        "4 pools (3 scale set, 1 webhook), 2 jobs",
 		"burst writes": map[string]int64{"create pods": 3, "collector delete pods": 1}, "writes per job": 2.0,
 		"pickup p99":  map[v1alpha1.DemandSource]float64{v1alpha1.DemandSourceScaleSet: 1, v1alpha1.DemandSourceWebhook: 3},
+		"pod start":   2.5,
 		"single pool": "2 jobs into linux-007, pickup p99 2", "ratio": val(1.5), // the burst's 3 s over its 2 s
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -284,7 +287,8 @@ func TestSinglePoolBurst(t *testing.T) {
 	clean := func() *singlePoolRun {
 		return &singlePoolRun{pool: "linux-199", maxRunners: 500, start: start, jobs: jobs(), finished: true, drained: true,
 			lastJobDone: at(114), drainedAt: at(120), audit: audit,
-			events:      []agent.Event{{Pod: "linux-199-a", Kind: agent.EventCreated, At: at(100.5)}, {Pod: "linux-199-b", Kind: agent.EventCreated, At: at(100.5)}},
+			events: []agent.Event{{Pod: "linux-199-a", Kind: agent.EventCreated, At: at(100.5)}, {Pod: "linux-199-b", Kind: agent.EventCreated, At: at(100.5)},
+				{Pod: "linux-199-a", Kind: agent.EventRunning, At: at(101.5)}, {Pod: "linux-199-b", Kind: agent.EventRunning, At: at(102.5)}},
 			runnersSeen: []time.Time{at(100.25), at(100.25), at(100.25), at(100.25)}}
 	}
 	type result struct {
@@ -294,8 +298,8 @@ func TestSinglePoolBurst(t *testing.T) {
 	cleanBurst := func() *SinglePoolBurst {
 		return &SinglePoolBurst{Pool: "linux-199", MaxRunners: 500, Jobs: 4, Finished: true, Drained: true, RunnersCreated: 2,
 			PickupSeconds: Quantiles{P50: 2, P95: 4, P99: 4, Max: 4}, ReactionSeconds: Quantiles{P50: 0.5, P95: 0.5, P99: 0.5, Max: 0.5},
-			PoolReaction: Quantiles{P50: 0.25, P95: 0.25, P99: 0.25, Max: 0.25},
-			Writes:       map[string]int64{"create pods": 4, "create runners": 4, "collector delete pods": 4}, WritesPerJob: 3, WallSeconds: 20}
+			PoolReaction: Quantiles{P50: 0.25, P95: 0.25, P99: 0.25, Max: 0.25}, RunnerPodStart: Quantiles{P50: 1, P95: 2, P99: 2, Max: 2},
+			Writes: map[string]int64{"create pods": 4, "create runners": 4, "collector delete pods": 4}, WritesPerJob: 3, WallSeconds: 20}
 	}
 	for _, tt := range []struct {
 		name   string

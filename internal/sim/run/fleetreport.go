@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/sim/agent"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 )
 
@@ -64,6 +65,9 @@ type FleetBurst struct {
 	// PickupByDemandSource is the jobs' pickup by their pool's demand source (the
 	// report's pickup_seconds is all of them).
 	PickupByDemandSource map[v1alpha1.DemandSource]Quantiles `json:"pickup_by_demand_source"`
+	// RunnerPodStart is each runner pod's start, created → Running as a watch saw it:
+	// the cluster's part of the pickup (scheduling and starting), not the controller's.
+	RunnerPodStart Quantiles `json:"runner_pod_start_seconds"`
 	// Writes are every write made on the controller's behalf from the burst's start to
 	// the end (its own and the garbage collector's deletes, "verb resource"), and
 	// WritesPerJob their number per job (kube_api.workload_writes_per_job).
@@ -168,6 +172,7 @@ func fleetBurst(sc Scenario, in reportInputs, r *Report) FleetBurst {
 	for _, src := range slices.Sorted(maps.Keys(pickups)) {
 		b.PickupByDemandSource[src] = quantiles(pickups[src])
 	}
+	b.RunnerPodStart = quantiles(starts(in.events, agent.EventCreated, agent.EventRunning))
 	b.Writes = writesFrom(in.audit, in.start)
 	if r.KubeAPI != nil {
 		b.WritesPerJob = r.KubeAPI.WorkloadWritesPerJob
@@ -217,16 +222,17 @@ func (f *FleetReport) summary(sessions *Sessions) string {
 		q := bu.PickupByDemandSource[src]
 		fmt.Fprintf(&b, " %s pickup p50 %.2fs p99 %.2fs;", src, q.P50, q.P99)
 	}
-	fmt.Fprintf(&b, " writes per job %.2f (%s)\n", bu.WritesPerJob, orNone(formatCounts(bu.Writes)))
+	fmt.Fprintf(&b, " runner pod start p50 %.2fs p99 %.2fs; writes per job %.2f (%s)\n", bu.RunnerPodStart.P50, bu.RunnerPodStart.P99, bu.WritesPerJob, orNone(formatCounts(bu.Writes)))
 	if s := f.SinglePoolBurst; s != nil {
 		ratio := "not measured: it did not end clean"
 		if f.BurstPickupP99OverSinglePool != nil {
 			ratio = fmt.Sprintf("%.2f", *f.BurstPickupP99OverSinglePool)
 		}
 		fmt.Fprintf(&b, "    single-pool burst (the reference, same cluster): %d jobs into %s (maxRunners %d), %d never picked up, %d unfinished, finished %v, drained %v in %.1fs;"+
-			" pickup p50 %.2fs p99 %.2fs max %.2fs (job → Runner p99 %.2fs, → runner pod p99 %.2fs); writes per job %.2f (%s); the burst's pickup p99 over its: %s\n",
+			" pickup p50 %.2fs p99 %.2fs max %.2fs (job → Runner p99 %.2fs, → runner pod p99 %.2fs; runner pod start p50 %.2fs p99 %.2fs); writes per job %.2f (%s); the burst's pickup p99 over its: %s\n",
 			s.Jobs, s.Pool, s.MaxRunners, s.JobsNeverPickedUp, s.JobsUnfinished, s.Finished, s.Drained, s.WallSeconds,
-			s.PickupSeconds.P50, s.PickupSeconds.P99, s.PickupSeconds.Max, s.PoolReaction.P99, s.ReactionSeconds.P99, s.WritesPerJob, orNone(formatCounts(s.Writes)), ratio)
+			s.PickupSeconds.P50, s.PickupSeconds.P99, s.PickupSeconds.Max, s.PoolReaction.P99, s.ReactionSeconds.P99, s.RunnerPodStart.P50, s.RunnerPodStart.P99,
+			s.WritesPerJob, orNone(formatCounts(s.Writes)), ratio)
 	}
 	return b.String()
 }

@@ -40,6 +40,8 @@ type SinglePoolBurst struct {
 	// pickup's time went.
 	ReactionSeconds Quantiles `json:"reaction_seconds"`
 	PoolReaction    Quantiles `json:"pool_reaction_seconds"`
+	// RunnerPodStart is measured as the fleet burst's (FleetBurst.RunnerPodStart).
+	RunnerPodStart Quantiles `json:"runner_pod_start_seconds"`
 	// Writes are every write made on the controller's behalf from its start to the end
 	// ("verb resource", the garbage collector's as "collector delete pods"), and
 	// WritesPerJob their number per job.
@@ -126,6 +128,7 @@ func singlePoolBurst(s *singlePoolRun, pools int) *SinglePoolBurst {
 	pickups, reactions := latencies(s.jobs, s.events, s.start)
 	b.PickupSeconds, b.ReactionSeconds = quantiles(pickups), quantiles(reactions)
 	b.PoolReaction = quantiles(poolReactions(s.jobs, s.runnersSeen, s.start))
+	b.RunnerPodStart = quantiles(starts(s.events, agent.EventCreated, agent.EventRunning))
 	b.Writes = writesFrom(s.audit, s.start)
 	if s.auditErr == nil && len(s.audit.requests) > 0 {
 		end := s.lastJobDone

@@ -42,7 +42,8 @@ import (
 // port_mapped_jobs, port_mapped_jobs_green and bursts.
 // Version 15 added fleet, sessions.seconds_from_start, kube_api.startup_writes and
 // kube_api.workload_writes_per_job.
-// Version 16 added fleet.single_pool_burst and fleet.burst_pickup_p99_over_single_pool.
+// Version 16 added fleet.single_pool_burst, fleet.burst_pickup_p99_over_single_pool and
+// fleet.burst.runner_pod_start_seconds.
 const SchemaVersion = 16
 
 // Quantiles summarize a latency distribution, in seconds.
