@@ -29,6 +29,10 @@ type PoolSnapshot struct {
 	// Answer numbers the demand source's answer the snapshot's demand is as of, counting
 	// up from 1 as answers come; 0 when the source has no such answers (webhooks).
 	Answer uint64
+	// Lag is how many of the runners that answer's job messages say run a job its own
+	// count of running jobs no longer has: jobs completed before the answer was sent,
+	// whose JobCompleted messages are still to come. 0 for webhooks.
+	Lag int
 }
 
 // WithRunners returns the snapshot with a demand source's own word on the runners it

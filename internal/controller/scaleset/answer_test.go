@@ -82,7 +82,10 @@ func TestListenerTellsARunnersJobWithTheCountOfTheSameAnswer(t *testing.T) {
 // the job, and counting the runner nowhere would leave the pool one runner short of the
 // count — it would make one runner too many. A runner the answers say runs a job is
 // counted so only up to the service's count of running jobs (a JobCompleted never
-// heard holds no slot).
+// heard holds no slot). The jobs waiting are the count's assigned jobs less the pool's
+// busy runners, plus the answer's lag: runners its job messages say run a job that its
+// count of running jobs no longer has. An answer's counts may be ahead of its job
+// messages, and such a runner must not take the place of a waiting job's runner.
 func TestSourceCountsRunnersGoneBeforeTheirJobCompleted(t *testing.T) {
 	pool := testutil.RunnerPool("ci", "linux").ScaleSet("").MaxRunners(10).Obj()
 	w := newListenerWorld(t, pool, nil)
@@ -125,8 +128,10 @@ func TestSourceCountsRunnersGoneBeforeTheirJobCompleted(t *testing.T) {
 			want: view{Running: []string{"linux-bbb"}, Elsewhere: 1, Queued: 1}},
 		{name: "aaa's job completed", assigned: 2, running: 1, completed: []string{"linux-aaa"},
 			want: view{Running: []string{"linux-bbb"}, Elsewhere: 0, Queued: 1}},
+		{name: "ccc's job started, its JobStarted still to come: ccc counts for it as pending", assigned: 2, running: 2,
+			want: view{Running: []string{"linux-bbb"}, Elsewhere: 0, Queued: 1}},
 		{name: "the service counts no running job: a JobCompleted lost holds nothing", assigned: 1, running: 0, started: []string{"linux-ddd"},
-			want: view{Running: []string{"linux-bbb"}, Elsewhere: 0, Queued: 0}},
+			want: view{Running: []string{"linux-bbb"}, Elsewhere: 0, Queued: 1}},
 	} {
 		n := w.svc.Count("DeleteMessage")
 		sess.sendJobs(n+1, step.assigned, step.running, step.started, step.completed)

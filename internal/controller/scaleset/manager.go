@@ -236,22 +236,24 @@ func (m *Manager) Assigned(key types.NamespacedName) (n int, ok bool) {
 
 // Runners sorts the pool's runners (names) by what the service's answers said of them
 // up to the last: running a job, or finished with it; names the runners running a job
-// that are not among them (their Runner is gone, their JobCompleted not yet heard); and
-// numbers that answer. ok is false when the pool has no listener.
-func (m *Manager) Runners(key types.NamespacedName, names []string) (running, done, elsewhere []string, answer uint64, ok bool) {
+// that are not among them (their Runner is gone, their JobCompleted not yet heard);
+// numbers that answer; and says its lag: how many more runners its job messages say run
+// a job than its count of running jobs has (JobCompleted messages still to come). ok is
+// false when the pool has no listener.
+func (m *Manager) Runners(key types.NamespacedName, names []string) (running, done, elsewhere []string, answer uint64, lag int, ok bool) {
 	if m == nil {
-		return nil, nil, nil, 0, false
+		return nil, nil, nil, 0, 0, false
 	}
 	m.mu.Lock()
 	l := m.pools[key]
 	m.mu.Unlock()
 	if l == nil {
-		return nil, nil, nil, 0, false
+		return nil, nil, nil, 0, 0, false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	running, done, elsewhere = l.jobs.of(names)
-	return running, done, elsewhere, l.jobs.answer, true
+	return running, done, elsewhere, l.jobs.answer, max(0, len(running)+len(elsewhere)-l.jobs.runningJobs), true
 }
 
 // ScaleSetID returns the id of the pool's scale set, known to its listener or recorded

@@ -36,11 +36,21 @@ const scaleSetWait = 2 * time.Second
 func (s Source) Follow(pool *v1alpha1.RunnerPool, floor int32) { s.Ensure(pool, floor) }
 
 // Demand is the jobs the service assigned to the pool's scale set
-// (statistics.totalAssignedJobs, waiting and running) less those its busy runners run.
-// Until the session has answered, known is false and nothing is retired.
-func (s Source) Demand(key types.NamespacedName, _ demand.PoolSnapshot, busy int) (demand.Demand, bool) {
+// (statistics.totalAssignedJobs, waiting and running) less those its busy runners run,
+// plus the answer's lag (tracked.Lag): runners its job messages say run a job the same
+// answer's count no longer has running. An answer's counts are the service's when it
+// was sent, while its job messages may be a backlog (at most 50 to an answer), so a job
+// completed since has left the count before its JobCompleted is heard: its runner,
+// busy to the pool until then, must not take the place of the runner of a job still
+// waiting. Counted against the waiting jobs, it had the pool retire runners on their
+// way to a job and make them again an answer later (the fleet scenario's single-pool
+// burst: 16 runners made and retired unused, 8 jobs picked up 10 s late). The lag is
+// of the answers alone — the webhooks may have told of more starts — so that what the
+// webhooks heard first is not counted twice. Until the session has answered, known is
+// false and nothing is retired.
+func (s Source) Demand(key types.NamespacedName, tracked demand.PoolSnapshot, busy int) (demand.Demand, bool) {
 	assigned, ok := s.Assigned(key)
-	return demand.Demand{Queued: max(0, assigned-busy)}, ok
+	return demand.Demand{Queued: max(0, assigned-busy+tracked.Lag)}, ok
 }
 
 // Runners adds to tracked, the Tracker's word on the pool's runners, the listener's:
@@ -52,11 +62,13 @@ func (s Source) Runners(key types.NamespacedName, tracked demand.PoolSnapshot, r
 	for i := range runners {
 		names[i] = runners[i].Name
 	}
-	running, done, elsewhere, answer, ok := s.Manager.Runners(key, names)
+	running, done, elsewhere, answer, lag, ok := s.Manager.Runners(key, names)
 	if !ok {
 		return tracked
 	}
-	return tracked.WithRunners(running, done, elsewhere, answer)
+	out := tracked.WithRunners(running, done, elsewhere, answer)
+	out.Lag = lag
+	return out
 }
 
 // Status copies the listener's view of the scale set and its session into the pool's
