@@ -114,10 +114,10 @@ func counter(c *prometheus.CounterVec, labels ...string) float64 {
 }
 
 // A runner that ran a known job gets one usage record when its finalizer is removed —
-// as a JSON log line and, with UsageOptions.Events, as an event holding the same record — with the job as GitHub
-// described it, the pod's life from its creation to its runner's exit, and its
-// requests (sidecar included) over that life; the metrics count it under its pool and
-// repository. More finalize passes write nothing more.
+// as a JSON log line and, with UsageOptions.Events, as an event holding the same
+// record — with the job as GitHub described it, the pod's life from its creation to its
+// runner's exit, and its requests (sidecar included) over that life; the metrics count
+// it under its pool and repository. More finalize passes write nothing more.
 func TestAFinishedRunnerGetsOneUsageRecord(t *testing.T) {
 	r, c, pool, rn := unwrittenWorld(t)
 	r.Clock = clock.RealClock{} // the exited runners' reaper waits on it
