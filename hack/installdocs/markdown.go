@@ -21,7 +21,7 @@ type renderedInstall struct {
 // clusterScopedKinds are the kinds the installs render that have no namespace.
 var clusterScopedKinds = map[string]bool{
 	"CustomResourceDefinition": true, "Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true,
-	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true, "ValidatingWebhookConfiguration": true,
 	"MutatingAdmissionPolicy": true, "MutatingAdmissionPolicyBinding": true, "StorageClass": true, "PriorityClass": true,
 }
 

@@ -178,3 +178,49 @@ spec:
             {{- end }}
     {{- end }}
 {{- end }}
+
+{{/*
+The eviction webhook (docs/reliability.md#drains): its Service, its Secret, and the
+serving certificate with the CA that signed it. The certificate is generated once per
+render and kept in .Values under a private key, because the Secret, the
+ValidatingWebhookConfiguration's caBundle and the Deployment's checksum annotation
+must all see the same one. On an upgrade the Secret in the cluster is reused, so the
+certificate does not change with every `helm upgrade`.
+*/}}
+{{- define "gantry.evictionWebhookService" -}}
+{{- printf "%s-eviction-webhook" (include "gantry.fullname" .) }}
+{{- end }}
+
+{{- define "gantry.evictionWebhookSecret" -}}
+{{- printf "%s-eviction-webhook-tls" (include "gantry.fullname" .) }}
+{{- end }}
+
+{{- define "gantry.evictionWebhookCert" -}}
+{{- if not (hasKey .Values "__gantryEvictionWebhookCert") }}
+{{- $cert := dict }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "gantry.evictionWebhookSecret" .) }}
+{{- if and $existing $existing.data (hasKey $existing.data "ca.crt") (hasKey $existing.data "tls.crt") (hasKey $existing.data "tls.key") }}
+{{- $cert = dict "ca" (index $existing.data "ca.crt") "crt" (index $existing.data "tls.crt") "key" (index $existing.data "tls.key") }}
+{{- else }}
+{{- $svc := include "gantry.evictionWebhookService" . }}
+{{- $dns := list (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc .Release.Namespace) }}
+{{- $ca := genCA (printf "%s-ca" $svc) 3650 }}
+{{- $tls := genSignedCert (first $dns) nil $dns 3650 $ca }}
+{{- $cert = dict "ca" ($ca.Cert | b64enc) "crt" ($tls.Cert | b64enc) "key" ($tls.Key | b64enc) }}
+{{- end }}
+{{- $_ := set .Values "__gantryEvictionWebhookCert" $cert }}
+{{- end }}
+{{- toJson (get .Values "__gantryEvictionWebhookCert") }}
+{{- end }}
+
+{{/*
+The namespaces whose evictions the webhook sees: evictionWebhook.namespaceSelector
+when set; else the watched namespaces; else every namespace.
+*/}}
+{{- define "gantry.evictionWebhookNamespaceSelector" -}}
+{{- $sel := .Values.evictionWebhook.namespaceSelector }}
+{{- if and (not $sel) .Values.watchNamespaces }}
+{{- $sel = dict "matchExpressions" (list (dict "key" "kubernetes.io/metadata.name" "operator" "In" "values" (uniq .Values.watchNamespaces))) }}
+{{- end }}
+{{- toYaml (default dict $sel) }}
+{{- end }}
