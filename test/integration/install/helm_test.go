@@ -159,7 +159,8 @@ func TestHelmTemplate(t *testing.T) {
 				}
 			}
 			for _, s := range ofKind(r.objs, "Secret") {
-				if s.GetName() != r.fullname+"-webhook" {
+				// The webhook secret, and the eviction webhook's serving certificate.
+				if s.GetName() != r.fullname+"-webhook" && s.GetName() != r.fullname+"-eviction-webhook-tls" {
 					t.Errorf("%s rendered without GitHub credentials in the values", describe(s))
 				}
 			}
@@ -229,8 +230,9 @@ func TestHelmTemplate(t *testing.T) {
 			}
 		},
 		check: func(t *testing.T, r rendered) {
-			if n := len(ofKind(r.objs, "Secret")); n != 0 {
-				t.Errorf("%d Secrets rendered with existing Secrets named, want none:\n%s", n, inventory(r.objs))
+			// Only the eviction webhook's serving certificate, which the chart generates.
+			if n := len(ofKind(r.objs, "Secret")); n != 1 || find(t, r.objs, "Secret", r.ns, r.fullname+"-eviction-webhook-tls") == nil {
+				t.Errorf("%d Secrets rendered with existing Secrets named, want only the eviction webhook's certificate:\n%s", n, inventory(r.objs))
 			}
 			if want := "--webhook-secret=" + r.ns + "/my-webhook"; !hasArg(r.args(t), want) {
 				t.Errorf("args %q lack %q", r.args(t), want)
@@ -393,8 +395,9 @@ func TestHelmTemplateRefusesBadValues(t *testing.T) {
 }
 
 // checkControllerPod: the controller runs as the image's nonroot user, read-only, with
-// no privilege and no capability, with probes and ports where the flags put them, and
-// knows its pod IP (a standby forwards webhook deliveries to the leader's).
+// no privilege and no capability, with probes and ports where the flags put them (the
+// eviction webhook's too, when it is on), and knows its pod IP (a standby forwards
+// webhook deliveries to the leader's).
 func checkControllerPod(t *testing.T, d *appsv1.Deployment) {
 	t.Helper()
 	ps := d.Spec.Template.Spec.SecurityContext
@@ -412,7 +415,11 @@ func checkControllerPod(t *testing.T, d *appsv1.Deployment) {
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	if diff := cmp.Diff(map[string]int32{"webhook": 9090, "metrics": 8080, "probes": 8081}, ports); diff != "" {
+	want := map[string]int32{"webhook": 9090, "metrics": 8080, "probes": 8081}
+	if slices.Contains(c.Args, "--eviction-webhook-bind-address=:9443") {
+		want["evict-webhook"] = 9443
+	}
+	if diff := cmp.Diff(want, ports); diff != "" {
 		t.Errorf("container ports (-want +got):\n%s", diff)
 	}
 	for probe, want := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {

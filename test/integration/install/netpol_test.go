@@ -25,6 +25,7 @@ type world struct {
 	runners                              []endpoint
 	controller, replica                  endpoint
 	webhookPort, metricsPort, probesPort int32
+	evictionPort                         int32 // 0 without the eviction webhook
 	ingress, prometheus, dns             endpoint
 	metadata4, metadata6                 endpoint
 	nodeLocalDNS, github                 endpoint
@@ -68,6 +69,7 @@ func newWorld(t *testing.T, d *appsv1.Deployment, runnerNamespaces []string) wor
 	}
 	w.controller.ports, w.replica.ports = ports, ports
 	w.webhookPort, w.metricsPort, w.probesPort = ports["webhook"], ports["metrics"], ports["probes"]
+	w.evictionPort = ports["evict-webhook"]
 	if w.webhookPort == 0 || w.metricsPort == 0 || w.probesPort == 0 {
 		t.Fatalf("the rendered controller lacks a webhook, metrics or probes port: %v", ports)
 	}
@@ -110,6 +112,16 @@ func (w world) checkDefaults(t *testing.T, policies []networkingv1.NetworkPolicy
 		connection{from: w.controller, to: w.apiServer, port: 443, want: true},
 		connection{from: w.controller, to: w.github, port: 443, want: true},
 	)
+	if w.evictionPort != 0 {
+		// The API server calls the eviction webhook from an address the chart cannot
+		// know; the port admits any source, and no other port opens with it.
+		conns = append(conns,
+			connection{from: w.apiServer, to: w.controller, port: w.evictionPort, want: true},
+			connection{from: w.elsewhere, to: w.controller, port: w.evictionPort, want: true},
+			connection{from: w.apiServer, to: w.controller, port: w.webhookPort, want: false},
+			connection{from: w.apiServer, to: w.controller, port: w.metricsPort, want: false},
+		)
+	}
 	checkConnections(t, policies, conns)
 }
 
@@ -274,6 +286,16 @@ func TestChartNetworkPolicies(t *testing.T) {
 		if arg, ok := argWithPrefix(d.Spec.Template.Spec.Containers[0].Args, "--runner-network-policy"); ok {
 			t.Errorf("networkPolicy.enabled=false still passes %s", arg)
 		}
+	})
+	t.Run("without the eviction webhook", func(t *testing.T) {
+		policies, tmpl, d := render(t, map[string]any{"evictionWebhook": map[string]any{"enabled": false}})
+		policies = withRunnerPolicies(policies, tmpl, "ci")
+		w := newWorld(t, d, []string{"ci"})
+		if w.evictionPort != 0 {
+			t.Fatalf("evictionWebhook.enabled=false still renders the container port %d", w.evictionPort)
+		}
+		w.checkDefaults(t, policies)
+		checkConnections(t, policies, []connection{{from: w.apiServer, to: w.controller, port: 9443, want: false}})
 	})
 }
 
