@@ -68,7 +68,7 @@ func runDeployment(t *testing.T, w *docWorld, ns, name string) *docController {
 	for _, a := range c.Args {
 		flag, _, hasValue := strings.Cut(a, "=")
 		switch flag {
-		case "--metrics-bind-address", "--health-probe-bind-address", "--webhook-bind-address":
+		case "--metrics-bind-address", "--health-probe-bind-address", "--webhook-bind-address", "--eviction-webhook-bind-address":
 			if !hasValue {
 				t.Fatalf("the test rewrites %s=VALUE only; the Deployment has %q", flag, a)
 			}
@@ -83,8 +83,8 @@ func runDeployment(t *testing.T, w *docWorld, ns, name string) *docController {
 			a = flag + "=" + addr
 		}
 		if hasValue {
-			if local, ok := mountedConfigMapFile(t, w, &d, c, a[len(flag)+1:]); ok {
-				t.Logf("controller: %s → %s=%s (the ConfigMap's key, as the kubelet mounts it)", a, flag, local)
+			if local, ok := mountedVolumePath(t, w, &d, c, a[len(flag)+1:]); ok {
+				t.Logf("controller: %s → %s=%s (the volume's content, as the kubelet mounts it)", a, flag, local)
 				a = flag + "=" + local
 			}
 		}
@@ -173,33 +173,54 @@ func runDeployment(t *testing.T, w *docWorld, ns, name string) *docController {
 	return dc
 }
 
-// mountedConfigMapFile plays the kubelet for a flag's path inside a ConfigMap volume of
-// the controller (the runner NetworkPolicy, a CA bundle): it writes the key from the
-// installed ConfigMap into the test's directory and returns where.
-func mountedConfigMapFile(t *testing.T, w *docWorld, d *appsv1.Deployment, c *corev1.Container, path string) (string, bool) {
+// mountedVolumePath plays the kubelet for a flag's path inside a ConfigMap or Secret
+// volume of the controller (the runner NetworkPolicy, a CA bundle, the eviction
+// webhook's certificate directory): it writes the installed object's keys into the
+// test's directory and returns the path there — a file for a key, a directory for the
+// mount itself.
+func mountedVolumePath(t *testing.T, w *docWorld, d *appsv1.Deployment, c *corev1.Container, path string) (string, bool) {
 	t.Helper()
 	for _, m := range c.VolumeMounts {
-		dir := strings.TrimSuffix(m.MountPath, "/") + "/"
-		if !strings.HasPrefix(path, dir) {
+		mount := strings.TrimSuffix(m.MountPath, "/")
+		if path != mount && !strings.HasPrefix(path, mount+"/") {
 			continue
 		}
 		for _, v := range d.Spec.Template.Spec.Volumes {
-			if v.Name != m.Name || v.ConfigMap == nil {
+			if v.Name != m.Name {
 				continue
 			}
-			var cm corev1.ConfigMap
-			if err := w.cluster.c.Get(context.Background(), types.NamespacedName{Namespace: d.Namespace, Name: v.ConfigMap.Name}, &cm); err != nil {
-				t.Fatalf("ConfigMap %s of volume %s: %v", v.ConfigMap.Name, v.Name, err)
+			data := map[string][]byte{}
+			key := types.NamespacedName{Namespace: d.Namespace}
+			switch {
+			case v.ConfigMap != nil:
+				var cm corev1.ConfigMap
+				key.Name = v.ConfigMap.Name
+				if err := w.cluster.c.Get(context.Background(), key, &cm); err != nil {
+					t.Fatalf("ConfigMap %s of volume %s: %v", key.Name, v.Name, err)
+				}
+				for k, val := range cm.Data {
+					data[k] = []byte(val)
+				}
+			case v.Secret != nil:
+				var s corev1.Secret
+				key.Name = v.Secret.SecretName
+				if err := w.cluster.c.Get(context.Background(), key, &s); err != nil {
+					t.Fatalf("Secret %s of volume %s: %v", key.Name, v.Name, err)
+				}
+				data = s.Data
+			default:
+				continue
 			}
-			key := strings.TrimPrefix(path, dir)
-			local := filepath.Join(w.dir, "mounts", d.Name, v.Name, key)
-			if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
+			dir := filepath.Join(w.dir, "mounts", d.Name, v.Name)
+			if err := os.MkdirAll(dir, 0o700); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(local, []byte(cm.Data[key]), 0o644); err != nil {
-				t.Fatal(err)
+			for k, val := range data {
+				if err := os.WriteFile(filepath.Join(dir, k), val, 0o600); err != nil {
+					t.Fatal(err)
+				}
 			}
-			return local, true
+			return filepath.Join(dir, strings.TrimPrefix(strings.TrimPrefix(path, mount), "/")), true
 		}
 	}
 	return "", false
