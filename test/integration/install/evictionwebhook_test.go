@@ -21,30 +21,72 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// evictionWebhook is what the chart renders for the eviction webhook.
+// evictionWebhook is what an install renders for the eviction webhook. secret is nil
+// where cert-manager makes it (the kustomize component); secretName names it anyway.
 type evictionWebhook struct {
-	vwc     *admissionregistrationv1.ValidatingWebhookConfiguration
-	secret  *corev1.Secret
-	service *corev1.Service
-	deploy  *appsv1.Deployment
+	vwc        *admissionregistrationv1.ValidatingWebhookConfiguration
+	secret     *corev1.Secret
+	secretName string
+	service    *corev1.Service
+	deploy     *appsv1.Deployment
 }
 
 func renderedEvictionWebhook(t *testing.T, r rendered) evictionWebhook {
 	t.Helper()
 	return evictionWebhook{
-		vwc:     typed[admissionregistrationv1.ValidatingWebhookConfiguration](t, find(t, r.objs, "ValidatingWebhookConfiguration", "", r.fullname+"-eviction")),
-		secret:  typed[corev1.Secret](t, find(t, r.objs, "Secret", r.ns, r.fullname+"-eviction-webhook-tls")),
-		service: typed[corev1.Service](t, find(t, r.objs, "Service", r.ns, r.fullname+"-eviction-webhook")),
-		deploy:  r.deployment(t),
+		vwc:        typed[admissionregistrationv1.ValidatingWebhookConfiguration](t, find(t, r.objs, "ValidatingWebhookConfiguration", "", r.fullname+"-eviction")),
+		secret:     typed[corev1.Secret](t, find(t, r.objs, "Secret", r.ns, r.fullname+"-eviction-webhook-tls")),
+		secretName: r.fullname + "-eviction-webhook-tls",
+		service:    typed[corev1.Service](t, find(t, r.objs, "Service", r.ns, r.fullname+"-eviction-webhook")),
+		deploy:     r.deployment(t),
 	}
 }
 
-// check: the API server sends exactly the creations of pods/eviction to
-// /evict-runner on the Service's port 443, goes on without the webhook when it cannot
-// be reached (failurePolicy Ignore), trusts the CA that signed the Secret's serving
-// certificate for the Service's DNS names, and the Service and the controller's flags,
-// port and mount meet at the same place.
+// check: what checkWebhook checks, and the chart's own certificate: the caBundle trusts
+// the CA that signed the Secret's serving certificate for the Service's DNS names, and
+// a new certificate rolls the pods.
 func (e evictionWebhook) check(t *testing.T) {
+	t.Helper()
+	e.checkWebhook(t)
+	w := e.vwc.Webhooks[0]
+	// The CA in caBundle verifies the Secret's serving certificate for the names the
+	// API server dials, and the Secret's key is that certificate's.
+	if e.secret.Type != corev1.SecretTypeTLS {
+		t.Errorf("Secret %s is of type %q, want %q", e.secret.Name, e.secret.Type, corev1.SecretTypeTLS)
+	}
+	pair, err := tls.X509KeyPair(e.secret.Data[corev1.TLSCertKey], e.secret.Data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		t.Fatalf("Secret %s holds no certificate and matching key: %v", e.secret.Name, err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(w.ClientConfig.CABundle) {
+		t.Fatalf("caBundle of %s holds no PEM certificate", w.Name)
+	}
+	svc := e.service.Name + "." + e.service.Namespace + ".svc"
+	for _, name := range []string{svc, svc + ".cluster.local"} {
+		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("the caBundle does not verify the serving certificate for %s: %v", name, err)
+		}
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: "other.example.com", Roots: roots}); err == nil {
+		t.Errorf("the serving certificate verifies for other.example.com: its names are too wide (%q)", leaf.DNSNames)
+	}
+
+	sum := sha256.Sum256([]byte(base64.StdEncoding.EncodeToString(e.secret.Data[corev1.TLSCertKey])))
+	if got := e.deploy.Spec.Template.Annotations["checksum/eviction-webhook-cert"]; got != hex.EncodeToString(sum[:]) {
+		t.Errorf("pod annotation checksum/eviction-webhook-cert = %q, want the checksum of the Secret's certificate", got)
+	}
+}
+
+// checkWebhook: the API server sends exactly the creations of pods/eviction to
+// /evict-runner on the Service's port 443 and goes on without the webhook when it
+// cannot be reached (failurePolicy Ignore); the Service and the controller's flags,
+// port and certificate mount meet at the same place.
+func (e evictionWebhook) checkWebhook(t *testing.T) {
 	t.Helper()
 	if len(e.vwc.Webhooks) != 1 {
 		t.Fatalf("ValidatingWebhookConfiguration %s has %d webhooks, want 1", e.vwc.Name, len(e.vwc.Webhooks))
@@ -76,33 +118,6 @@ func (e evictionWebhook) check(t *testing.T) {
 		t.Errorf("webhook %s (-want +got):\n%s", w.Name, diff)
 	}
 
-	// The CA in caBundle verifies the Secret's serving certificate for the names the
-	// API server dials, and the Secret's key is that certificate's.
-	if e.secret.Type != corev1.SecretTypeTLS {
-		t.Errorf("Secret %s is of type %q, want %q", e.secret.Name, e.secret.Type, corev1.SecretTypeTLS)
-	}
-	pair, err := tls.X509KeyPair(e.secret.Data[corev1.TLSCertKey], e.secret.Data[corev1.TLSPrivateKeyKey])
-	if err != nil {
-		t.Fatalf("Secret %s holds no certificate and matching key: %v", e.secret.Name, err)
-	}
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(w.ClientConfig.CABundle) {
-		t.Fatalf("caBundle of %s holds no PEM certificate", w.Name)
-	}
-	svc := e.service.Name + "." + e.service.Namespace + ".svc"
-	for _, name := range []string{svc, svc + ".cluster.local"} {
-		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
-			t.Errorf("the caBundle does not verify the serving certificate for %s: %v", name, err)
-		}
-	}
-	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: "other.example.com", Roots: roots}); err == nil {
-		t.Errorf("the serving certificate verifies for other.example.com: its names are too wide (%q)", leaf.DNSNames)
-	}
-
 	// The Service reaches the controller's eviction port, where the flag binds.
 	if e.service.Spec.Type != corev1.ServiceTypeClusterIP || len(e.service.Spec.Ports) != 1 ||
 		e.service.Spec.Ports[0].Port != 443 || e.service.Spec.Ports[0].TargetPort.String() != "evict-webhook" {
@@ -121,15 +136,11 @@ func (e evictionWebhook) check(t *testing.T) {
 	var mounted bool
 	for _, m := range c.VolumeMounts {
 		for _, v := range pod.Spec.Volumes {
-			mounted = mounted || m.Name == v.Name && m.MountPath == dir && m.ReadOnly && v.Secret != nil && v.Secret.SecretName == e.secret.Name
+			mounted = mounted || m.Name == v.Name && m.MountPath == dir && m.ReadOnly && v.Secret != nil && v.Secret.SecretName == e.secretName
 		}
 	}
 	if !ok || !mounted {
-		t.Errorf("--eviction-webhook-cert-dir %q is not where Secret %s is mounted read-only (mounts %+v)", dir, e.secret.Name, c.VolumeMounts)
-	}
-	sum := sha256.Sum256([]byte(base64.StdEncoding.EncodeToString(e.secret.Data[corev1.TLSCertKey])))
-	if got := pod.Annotations["checksum/eviction-webhook-cert"]; got != hex.EncodeToString(sum[:]) {
-		t.Errorf("pod annotation checksum/eviction-webhook-cert = %q, want the checksum of the Secret's certificate", got)
+		t.Errorf("--eviction-webhook-cert-dir %q is not where Secret %s is mounted read-only (mounts %+v)", dir, e.secretName, c.VolumeMounts)
 	}
 }
 

@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -127,4 +129,65 @@ func crdNames(t *testing.T, dir string) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// TestKustomizeEvictionWebhookComponent builds config/default with the eviction webhook
+// component: the same webhook as the chart's, its certificate from cert-manager (the
+// Certificate names the Service's DNS names and the Secret the controller mounts, and
+// the CA is injected from it), and the API server admitted to the port. The core
+// objects are applied with server-side dry-run; cert-manager's kinds are not served
+// by the test API server.
+func TestKustomizeEvictionWebhookComponent(t *testing.T) {
+	if err := os.MkdirAll(filepath.Join(root, "out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(filepath.Join(root, "out"), "overlay-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	k := "resources: [../../config/default]\ncomponents: [../../config/components/eviction-webhook]\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs := kustomizeBuild(t, dir)
+	const ns = "gantry-system"
+	d := typed[appsv1.Deployment](t, find(t, objs, "Deployment", ns, "gantry-controller"))
+	e := evictionWebhook{
+		vwc:        typed[admissionregistrationv1.ValidatingWebhookConfiguration](t, find(t, objs, "ValidatingWebhookConfiguration", "", "gantry-eviction")),
+		secretName: "gantry-eviction-webhook-tls",
+		service:    typed[corev1.Service](t, find(t, objs, "Service", ns, "gantry-eviction-webhook")),
+		deploy:     d,
+	}
+	e.checkWebhook(t)
+	checkControllerPod(t, d)
+
+	cert := find(t, objs, "Certificate", ns, "gantry-eviction-webhook")
+	if got := e.vwc.Annotations["cert-manager.io/inject-ca-from"]; got != ns+"/"+cert.GetName() {
+		t.Errorf("cert-manager.io/inject-ca-from = %q, want %s/%s", got, ns, cert.GetName())
+	}
+	secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+	dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+	svc := e.service.Name + "." + ns + ".svc"
+	if diff := cmp.Diff([]string{svc, svc + ".cluster.local"}, dnsNames); secretName != e.secretName || diff != "" {
+		t.Errorf("Certificate %s stores Secret %q (want %q), DNS names (-want +got):\n%s", cert.GetName(), secretName, e.secretName, diff)
+	}
+	issuer, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name")
+	find(t, objs, "Issuer", ns, issuer)
+
+	pools := []string{"ci"}
+	w := newWorld(t, d, pools)
+	if w.evictionPort != 9443 {
+		t.Fatalf("the controller's eviction webhook port is %d, want 9443", w.evictionPort)
+	}
+	w.checkDefaults(t, withRunnerPolicies(networkPolicies(t, objs), runnerPolicy(t, objs, d), pools...))
+
+	var core []*unstructured.Unstructured
+	for _, o := range objs {
+		if !strings.HasPrefix(o.GetAPIVersion(), "cert-manager.io/") {
+			core = append(core, o)
+		}
+	}
+	ensureNamespace(t, ns)
+	dryRunApply(t, core)
 }
