@@ -29,6 +29,7 @@ func init() { extraCommands = append(extraCommands, newControllerCommand) }
 type controllerFlags struct {
 	metricsAddr, probeAddr, webhookAddr, pprofAddr string
 	webhookAdvertiseAddr                           string
+	evictionWebhookAddr, evictionWebhookCertDir    string
 	webhookSecret                                  string
 	leaderElect                                    bool
 	leaderElectionNamespace                        string
@@ -67,6 +68,8 @@ name in capitals, dashes as underscores, prefixed with GANTRY_ (GANTRY_LEADER_EL
 	fl.StringVar(&f.pprofAddr, "pprof-bind-address", "", "address of Go's profiling endpoints, /debug/pprof/ (default: off; never expose it beyond the pod)")
 	fl.StringVar(&f.webhookAddr, "webhook-bind-address", ":9090", "address of GitHub's webhook endpoint, /webhook")
 	fl.StringVar(&f.webhookAdvertiseAddr, "webhook-advertise-address", "", "HOST:PORT where the other replicas reach this one's webhook endpoint, so that a standby forwards deliveries to the leader (default: $POD_IP and the webhook port)")
+	fl.StringVar(&f.evictionWebhookAddr, "eviction-webhook-bind-address", "", "address of the eviction webhook (HTTPS, /evict-runner), which retires an idle runner within its pod's eviction so that a drain need not wait for the pool's PodDisruptionBudget (default: off; the chart turns it on)")
+	fl.StringVar(&f.evictionWebhookCertDir, "eviction-webhook-cert-dir", "", "directory holding the eviction webhook's certificate, tls.crt and tls.key (read again when they change)")
 	fl.StringVar(&f.webhookSecret, "webhook-secret", "", "NAMESPACE/NAME of the Secret whose webhook_secret key verifies deliveries (needed for demand.source Webhook; without it every delivery is refused)")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect one active replica (run several for HA)")
 	fl.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's)")
@@ -223,6 +226,8 @@ func runController(f *controllerFlags) error {
 		WebhookAddr:             f.webhookAddr,
 		WebhookSecret:           hookSecret,
 		WebhookAdvertiseAddress: advertiseAddress(f.webhookAdvertiseAddr, f.webhookAddr),
+		EvictionWebhookAddr:     f.evictionWebhookAddr,
+		EvictionWebhookCertDir:  f.evictionWebhookCertDir,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionNamespace: f.leaderElectionNamespace,
 		LeaseDuration:           f.leaseDuration,

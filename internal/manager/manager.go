@@ -67,6 +67,11 @@ type Options struct {
 	// webhook endpoint. With leader election, the leader publishes it on its Lease and
 	// a standby forwards the deliveries it gets to it; empty, a standby answers 503.
 	WebhookAdvertiseAddress string
+	// EvictionWebhookAddr serves the eviction webhook (runner/evict.go) over TLS at
+	// /evict-runner: an idle runner whose pod is being evicted is retired within the
+	// eviction's request. "" (the default) serves none. EvictionWebhookCertDir holds its
+	// certificate, tls.crt and tls.key.
+	EvictionWebhookAddr, EvictionWebhookCertDir string
 	// LeaderElection, with LeaderElectionNamespace, lets several replicas run with one
 	// active.
 	LeaderElection          bool
@@ -190,6 +195,8 @@ type Gantry struct {
 	Webhook *demand.WebhookHandler
 	// WebhookListener is bound at New, so its address is known before Start.
 	WebhookListener net.Listener
+	// EvictionListener is the eviction webhook's, bound at New; nil when it is off.
+	EvictionListener net.Listener
 }
 
 // RequestsHTTPClient is the HTTP client of the manager's client (its creates, patches,
@@ -318,15 +325,27 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 	reruns := &rerun.Reconciler{
 		Client: mgr.GetClient(), GitHub: resolver, Events: mgr.GetEventRecorder("gantry-rerun"), Clock: clk, Tracker: tracker,
 	}
-	if err := (&runner.Reconciler{
+	runners := &runner.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Births: births, GitHub: resolver, Tracker: tracker,
 		Sources: sources, Failures: failures, Events: mgr.GetEventRecorder("gantry-runner"), Clock: clk,
 		FailedRetention: opts.FailedRunnerRetention, Warm: observations,
 		WatchedNamespaces: opts.Namespaces, HookNetworkPolicy: opts.RunnerNetworkPolicy, Nodes: nodeView, Slots: slots,
 		Usage:    runner.UsageOptions{Repositories: max(0, opts.UsageRepositories), Workflows: max(0, opts.UsageWorkflows), Events: opts.UsageEvents},
 		JobEvent: reruns.Wake,
-	}).SetupWithManager(mgr, opts.RunnerConcurrency); err != nil {
+	}
+	if err := runners.SetupWithManager(mgr, opts.RunnerConcurrency); err != nil {
 		return nil, err
+	}
+	var evictions net.Listener
+	if opts.EvictionWebhookAddr != "" {
+		es, err := newEvictionServer(mgr, opts.EvictionWebhookAddr, opts.EvictionWebhookCertDir, runners)
+		if err != nil {
+			return nil, err
+		}
+		if err := mgr.Add(es); err != nil {
+			return nil, err
+		}
+		evictions = es.listener
 	}
 
 	if err := reruns.SetupWithManager(mgr); err != nil {
@@ -374,7 +393,7 @@ func New(cfg *rest.Config, opts Options) (*Gantry, error) {
 	}); err != nil {
 		return nil, err
 	}
-	return &Gantry{Manager: mgr, Tracker: tracker, Webhook: hook, WebhookListener: ln}, nil
+	return &Gantry{Manager: mgr, Tracker: tracker, Webhook: hook, WebhookListener: ln, EvictionListener: evictions}, nil
 }
 
 // newNodeView is the shared view of the nodes (internal/controller/nodes), read from the

@@ -42,7 +42,7 @@ type controllerProcess struct {
 	exited chan struct{}
 }
 
-func newController(opts Options, sc Scenario, kubeconfig, webhookAddr string, metricsPort, probePort int) (*controller, error) {
+func newController(opts Options, sc Scenario, kubeconfig, webhookAddr string, eviction evictionWebhook, metricsPort, probePort int) (*controller, error) {
 	logPath := filepath.Join(opts.OutDir, "controller.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -59,6 +59,8 @@ func newController(opts Options, sc Scenario, kubeconfig, webhookAddr string, me
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
 		"--resync-interval=" + resync.String(),
 		"--github-allow-http",
+		"--eviction-webhook-bind-address=" + eviction.addr,
+		"--eviction-webhook-cert-dir=" + eviction.certDir,
 	}
 	if ns := sc.watchedNamespaces(); len(ns) > 0 {
 		args = append(args, "--namespaces="+strings.Join(ns, ","))

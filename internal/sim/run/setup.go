@@ -92,11 +92,15 @@ func startWorld(ctx context.Context, sc Scenario, opts Options) (_ *world, err e
 	say("GitHub simulator on %s", w.simURL)
 
 	// The controller, as a separate process, exactly as it runs in a cluster.
-	ports, err := freePorts(3)
+	ports, err := freePorts(4)
 	if err != nil {
 		return nil, err
 	}
 	webhookAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	eviction, err := setupEvictionWebhook(ctx, w.cl.Client, ports[3], filepath.Join(opts.OutDir, "eviction-webhook"), sc.watchedNamespaces())
+	if err != nil {
+		return nil, err
+	}
 	// The hook is there for a ScaleSet pool too: the organization's webhooks still
 	// arrive, and the controller must ignore them for such a pool.
 	if _, err := w.sim.CreateHook(simgithub.HookSpec{Org: org, URL: "http://" + webhookAddr + "/webhook", Secret: hookSecret, Events: []string{"workflow_job"}}); err != nil {
@@ -114,7 +118,7 @@ func startWorld(ctx context.Context, sc Scenario, opts Options) (_ *world, err e
 			return nil, err
 		}
 	}
-	w.ctrl, err = newController(opts, sc, w.cl.AuditedKubeconfig, webhookAddr, ports[1], ports[2])
+	w.ctrl, err = newController(opts, sc, w.cl.AuditedKubeconfig, webhookAddr, eviction, ports[1], ports[2])
 	if err != nil {
 		return nil, err
 	}

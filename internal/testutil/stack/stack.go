@@ -14,13 +14,16 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/gantry-dev/gantry/internal/controller/runner"
 	"github.com/gantry-dev/gantry/internal/manager"
+	"github.com/gantry-dev/gantry/internal/selfsigned"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 	"github.com/gantry-dev/gantry/internal/testenv"
 )
@@ -54,6 +57,10 @@ type Options struct {
 	RunnerLostTimeout time.Duration
 	// UsageEvents is the manager's (manager.Options.UsageEvents).
 	UsageEvents bool
+	// EvictionWebhook serves the manager's eviction webhook with a certificate of a CA
+	// of the test's own, and registers it for the evictions of the test's namespace (a
+	// ValidatingWebhookConfiguration removed when the test ends), as the chart does.
+	EvictionWebhook bool
 }
 
 // Stack is one test's simulator and manager.
@@ -119,11 +126,26 @@ func Start(t *testing.T, env *testenv.Env, ns string, o Options) *Stack {
 	if o.TLS != nil {
 		mopts.GitHubCABundle, mopts.GitHubAllowHTTP = o.TLS.PEM, false
 	}
+	var evictionCA []byte
+	if o.EvictionWebhook {
+		cert, err := selfsigned.New([]string{"127.0.0.1"}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := cert.WriteDir(dir); err != nil {
+			t.Fatal(err)
+		}
+		mopts.EvictionWebhookAddr, mopts.EvictionWebhookCertDir, evictionCA = "127.0.0.1:0", dir, cert.CAPEM
+	}
 	g, err := manager.New(env.Config, mopts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Gantry = g
+	if o.EvictionWebhook {
+		registerEvictionWebhook(ctx, t, env, ns, "https://"+g.EvictionListener.Addr().String()+runner.EvictionWebhookPath, evictionCA)
+	}
 	mctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.Manager.Start(mctx) }()
@@ -210,4 +232,23 @@ func GantryGoroutines() string {
 		}
 	}
 	return "goroutines still running:\n" + strings.Join(keep, "\n\n")
+}
+
+// registerEvictionWebhook sends the evictions of namespace ns to the eviction webhook at
+// url, until the test ends.
+func registerEvictionWebhook(ctx context.Context, t *testing.T, env *testenv.Env, ns, url string, ca []byte) {
+	t.Helper()
+	vwc := runner.EvictionWebhookConfiguration("gantry-eviction-"+ns,
+		admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca},
+		&metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}, 5)
+	if err := env.Client.Create(ctx, vwc); err != nil {
+		t.Fatalf("registering the eviction webhook: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := env.Client.Delete(ctx, vwc); err != nil {
+			t.Errorf("removing the eviction webhook's configuration: %v", err)
+		}
+	})
 }

@@ -74,6 +74,7 @@ func newWorldWith(t *testing.T, o stack.Options) *world {
 		ActionsPollHold:       o.ActionsPollHold,
 		RunnerNetworkPolicy:   o.RunnerNetworkPolicy,
 		RunnerLostTimeout:     o.RunnerLostTimeout,
+		EvictionWebhook:       o.EvictionWebhook,
 	})
 	w.sim, w.simURL, w.gantry, w.hookURL = st.Sim, st.SimURL, st.Gantry, st.HookURL
 	return w
