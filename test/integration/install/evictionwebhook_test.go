@@ -189,13 +189,13 @@ func TestHelmEvictionWebhook(t *testing.T) {
 			}
 			for _, l := range tc.sees(watched) {
 				if !sel.Matches(l) {
-					t.Errorf("namespaceSelector %q does not select a namespace labelled %v", sel, l)
+					t.Errorf("namespaceSelector %q does not select a namespace labeled %v", sel, l)
 				}
 			}
 			if tc.ignores != nil {
 				for _, l := range tc.ignores(watched) {
 					if sel.Matches(l) {
-						t.Errorf("namespaceSelector %q selects a namespace labelled %v", sel, l)
+						t.Errorf("namespaceSelector %q selects a namespace labeled %v", sel, l)
 					}
 				}
 			}
