@@ -2,8 +2,6 @@ package install
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -101,20 +99,7 @@ func TestKustomizeWebhookComponents(t *testing.T) {
 		{"webhook-httproute", "{kind: HTTPRoute, name: gantry-webhook}\n    patch: |\n      - {op: replace, path: /spec/hostnames, value: [ci.example.org]}"},
 	} {
 		t.Run(c.component, func(t *testing.T) {
-			// kustomize takes only relative paths: the overlay lives in out/ (ignored by git).
-			if err := os.MkdirAll(filepath.Join(root, "out"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			dir, err := os.MkdirTemp(filepath.Join(root, "out"), "overlay-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = os.RemoveAll(dir) })
-			k := fmt.Sprintf("resources: [../../config/default]\ncomponents: [../../config/components/%s]\npatches:\n  - target: %s\n", c.component, c.patch)
-			if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			objs := kustomizeBuild(t, dir)
+			objs := kustomizeOverlay(t, fmt.Sprintf("resources: [../../config/default]\ncomponents: [../../config/components/%s]\npatches:\n  - target: %s\n", c.component, c.patch))
 			switch c.component {
 			case "webhook-ingress":
 				ing := typed[networkingv1.Ingress](t, find(t, objs, "Ingress", "gantry-system", "gantry-webhook"))

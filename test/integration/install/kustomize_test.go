@@ -138,19 +138,7 @@ func crdNames(t *testing.T, dir string) []string {
 // objects are applied with server-side dry-run; cert-manager's kinds are not served
 // by the test API server.
 func TestKustomizeEvictionWebhookComponent(t *testing.T) {
-	if err := os.MkdirAll(filepath.Join(root, "out"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp(filepath.Join(root, "out"), "overlay-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	k := "resources: [../../config/default]\ncomponents: [../../config/components/eviction-webhook]\n"
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	objs := kustomizeBuild(t, dir)
+	objs := kustomizeOverlay(t, "resources: [../../config/default]\ncomponents: [../../config/components/eviction-webhook]\n")
 	const ns = "gantry-system"
 	d := typed[appsv1.Deployment](t, find(t, objs, "Deployment", ns, "gantry-controller"))
 	e := evictionWebhook{

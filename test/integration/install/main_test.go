@@ -170,6 +170,25 @@ func kustomizeBuild(t *testing.T, dir string) []*unstructured.Unstructured {
 	return parseManifests(t, out)
 }
 
+// kustomizeOverlay writes an overlay of the given kustomization.yaml into out/ (ignored
+// by git: kustomize takes only relative paths to other kustomizations, so the overlay
+// lives in the repository, two levels down) and builds it.
+func kustomizeOverlay(t *testing.T, kustomization string) []*unstructured.Unstructured {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(root, "out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(filepath.Join(root, "out"), "overlay-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return kustomizeBuild(t, dir)
+}
+
 // parseManifests splits a multi-document YAML stream into objects; empty documents
 // (a template that rendered nothing) are dropped.
 func parseManifests(t *testing.T, b []byte) []*unstructured.Unstructured {
