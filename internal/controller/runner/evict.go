@@ -33,10 +33,10 @@ import (
 // How: validating admission runs before the eviction reads the pod, and the eviction
 // lets a pod being deleted go without consulting any budget (k8s.io/kubernetes
 // pkg/registry/core/pod/storage/eviction.go, Create and canIgnorePDB). So, for an idle or
-// pending runner, the webhook does what retire does — removes the runner from GitHub,
+// pending runner on a node being emptied (nodeLeaving), the webhook does what retire does — removes the runner from GitHub,
 // which refuses a busy one, then deletes the Runner — and deletes its pod before it
-// answers. It never refuses an eviction: a busy runner's, a standby's and any it cannot
-// decide are left to the budget, as without the webhook; so is every eviction when the
+// answers. It never refuses an eviction: a busy runner's, one from a node staying (a
+// descheduler's), a standby's and any it cannot decide are left to the budget, as without the webhook; so is every eviction when the
 // controller is down (failurePolicy Ignore). Nothing here can let a busy runner go that
 // the budget would have kept.
 
@@ -45,7 +45,7 @@ const EvictionWebhookPath = "/evict-runner"
 
 var evictionReviews = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "gantry_eviction_webhook_reviews_total",
-	Help: "Pod evictions the eviction webhook reviewed, by what it did: retired (an idle runner, removed from GitHub and its pod deleted before the eviction), busy (left to the pool's PodDisruptionBudget), other (not a runner pod, or one already going), standby (not the leader), dry_run, error (left to the budget).",
+	Help: "Pod evictions the eviction webhook reviewed, by what it did: retired (an idle runner, removed from GitHub and its pod deleted before the eviction), busy (left to the pool's PodDisruptionBudget), other (not a runner pod, or one already going), not_leaving (an idle runner on a node not cordoned or tainted for removal: left to the budget), standby (not the leader), dry_run, error (left to the budget).",
 }, []string{"result"})
 
 func init() { metrics.Registry.MustRegister(evictionReviews) }
@@ -55,9 +55,11 @@ const (
 	evictRetired = "retired"
 	evictBusy    = "busy"
 	evictOther   = "other"
-	evictStandby = "standby"
-	evictDryRun  = "dry_run"
-	evictError   = "error"
+	// evictNotLeaving: an idle runner's pod evicted from a node not being emptied.
+	evictNotLeaving = "not_leaving"
+	evictStandby    = "standby"
+	evictDryRun     = "dry_run"
+	evictError      = "error"
 )
 
 // EvictionWebhook is the eviction webhook's admission handler. leading says whether this
@@ -122,13 +124,47 @@ func (r *Reconciler) reviewEviction(ctx context.Context, req admission.Request, 
 	if ranJob(s.runner) {
 		return evictBusy, "the runner is running a job: its pool's PodDisruptionBudget keeps it until the job ends", nil
 	}
-	return r.retireForEviction(ctx, s)
+	why, err := r.nodeLeaving(ctx, pod.Spec.NodeName)
+	if err != nil {
+		return evictError, "", err
+	}
+	if why == "" {
+		return evictNotLeaving, "its node is not being emptied: left to the PodDisruptionBudget", nil
+	}
+	return r.retireForEviction(ctx, s, why)
+}
+
+// nodeLeaving says why the node is being emptied on purpose (leaving, drain.go), ""
+// when it is not. The webhook acts only on such a node: kubectl drain, cluster-autoscaler
+// and Karpenter cordon or taint a node before they evict from it, and the reconciler
+// retires the node's idle runners then anyway — so a review forged by something that
+// can reach the webhook's port can hasten only what was already under way. The node's
+// cordon reaches the cache a moment after kubectl's first eviction may: a node the cache
+// shows staying is read again from the API server.
+func (r *Reconciler) nodeLeaving(ctx context.Context, name string) (string, error) {
+	if name == "" || !r.Nodes.Enabled() {
+		return "", nil // not bound (the eviction needs no budget), or nodes not read
+	}
+	cached, err := r.Nodes.Get(ctx, name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("reading the pod's node: %w", err)
+	}
+	if err == nil {
+		if why := leaving(cached); why != "" {
+			return why, nil
+		}
+	}
+	node := &corev1.Node{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Name: name}, node); err != nil {
+		return "", ctrl.IgnoreNotFound(err)
+	}
+	return leaving(node), nil
 }
 
 // retireForEviction is retire (drain.go) within the eviction's request: GitHub first,
 // whose "busy" keeps the runner, then the Runner and its pod. The event is written only
 // by the review that deleted the Runner.
-func (r *Reconciler) retireForEviction(ctx context.Context, s *scope) (string, string, error) {
+func (r *Reconciler) retireForEviction(ctx context.Context, s *scope, why string) (string, string, error) {
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("runner", runnerKey(s.runner)))
 	if !r.unregistered.has(s.runner) {
 		err := r.Sources.For(s.pool).Unregister(ctx, s.pool, s.runner.Name, s.runner.Status.GitHubRunnerID)
@@ -141,7 +177,7 @@ func (r *Reconciler) retireForEviction(ctx context.Context, s *scope) (string, s
 			return evictError, "", fmt.Errorf("removing the runner from GitHub: %w", err)
 		}
 	}
-	log.FromContext(ctx).Info("Retiring the runner: its pod is being evicted")
+	log.FromContext(ctx).Info("Retiring the runner: its pod is being evicted", "why", why)
 	// A Runner already being deleted (its node's drain retired it a moment ago, or its
 	// pool scaled down) has its pod deleted all the same: finalize may not have got to it.
 	if s.runner.DeletionTimestamp == nil {
@@ -156,7 +192,7 @@ func (r *Reconciler) retireForEviction(ctx context.Context, s *scope) (string, s
 	}
 	if s.runner.DeletionTimestamp == nil {
 		r.Events.Eventf(s.runner, s.pool, corev1.EventTypeNormal, "Retired", "Drain",
-			"its pod was being evicted and the runner had no job, so it was removed at once; its pool replaces it on another node")
+			"%s and the runner's pod was being evicted: the runner had no job, so it was removed at once; its pool replaces it on another node", why)
 	}
 	return evictRetired, "the runner had no job: removed from GitHub and deleted", nil
 }

@@ -59,9 +59,8 @@ func newController(opts Options, sc Scenario, kubeconfig, webhookAddr string, ev
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
 		"--resync-interval=" + resync.String(),
 		"--github-allow-http",
-		"--eviction-webhook-bind-address=" + eviction.addr,
-		"--eviction-webhook-cert-dir=" + eviction.certDir,
 	}
+	args = append(args, eviction.args()...)
 	if ns := sc.watchedNamespaces(); len(ns) > 0 {
 		args = append(args, "--namespaces="+strings.Join(ns, ","))
 	}

@@ -3,6 +3,8 @@ package run
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -15,9 +17,24 @@ import (
 )
 
 // evictionWebhook is where the controller serves its eviction webhook and the directory
-// of its certificate.
+// of its certificate; zero: it serves none.
 type evictionWebhook struct {
 	addr, certDir string
+}
+
+// args are the controller's flags for it.
+func (e evictionWebhook) args() []string {
+	if e.addr == "" {
+		return nil
+	}
+	return []string{"--eviction-webhook-bind-address=" + e.addr, "--eviction-webhook-cert-dir=" + e.certDir}
+}
+
+// servesEvictions reports whether the gantry binary bin has the eviction webhook: a
+// build from before it (--controller-binary) runs without, as it shipped.
+func servesEvictions(ctx context.Context, bin string) bool {
+	out, err := exec.CommandContext(ctx, bin, "controller", "--help").Output()
+	return err == nil && strings.Contains(string(out), "--eviction-webhook-bind-address")
 }
 
 // setupEvictionWebhook plays the chart's eviction webhook, served on port: a certificate of a CA of the

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -97,9 +98,13 @@ func startWorld(ctx context.Context, sc Scenario, opts Options) (_ *world, err e
 		return nil, err
 	}
 	webhookAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	eviction, err := setupEvictionWebhook(ctx, w.cl.Client, ports[3], filepath.Join(opts.OutDir, "eviction-webhook"), sc.watchedNamespaces())
-	if err != nil {
-		return nil, err
+	var eviction evictionWebhook
+	if bin := cmp.Or(opts.Controller, opts.Gantry); servesEvictions(ctx, bin) {
+		if eviction, err = setupEvictionWebhook(ctx, w.cl.Client, ports[3], filepath.Join(opts.OutDir, "eviction-webhook"), sc.watchedNamespaces()); err != nil {
+			return nil, err
+		}
+	} else {
+		say("%s has no eviction webhook: runs without", bin)
 	}
 	// The hook is there for a ScaleSet pool too: the organization's webhooks still
 	// arrive, and the controller must ignore them for such a pool.
