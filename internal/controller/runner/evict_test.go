@@ -56,7 +56,10 @@ func TestEvictionReviewsLeftToTheBudget(t *testing.T) {
 	staying := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
 	objs := []ctrl.Object{staying, pool, busy, withJob, failed, idle, going, notOurs,
 		podOf(busy, nil), podOf(withJob, nil), podOf(failed, nil), podOf(idle, nil),
-		podOf(going, func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()}; p.Finalizers = []string{"keep"} })}
+		podOf(going, func(p *corev1.Pod) {
+			p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+			p.Finalizers = []string{"keep"}
+		})}
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).Build()
 	r := &Reconciler{Client: c, APIReader: c, Clock: clocktesting.NewFakeClock(time.Now()), Events: events.NewFakeRecorder(10),
 		Nodes: &nodes.View{Reader: c}}

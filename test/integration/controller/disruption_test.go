@@ -169,6 +169,29 @@ func (w *world) drainNode(node string, pods []string, retry, timeout time.Durati
 	return refused, gone, time.Now()
 }
 
+// busyAndIdle makes node and pool (at most 4 runners) and, on the node, a busy runner
+// (busyRunner) and then a warm one, idle beside it, both counted by the pool's budget.
+func (w *world) busyAndIdle(poolName, node string) (string, *runnerapi.Client, simgithub.Job, v1alpha1.Runner) {
+	w.t.Helper()
+	w.createNode(node)
+	w.create(w.pool(poolName).MaxRunners(4).Obj())
+	busy, agent, job := w.busyRunner(poolName, node)
+	pool := w.getPool(poolName)
+	patch := client.MergeFrom(pool.DeepCopy())
+	pool.Spec.MinIdle = 1
+	if err := w.c.Patch(w.ctx(), pool, patch); err != nil {
+		w.t.Fatal(err)
+	}
+	idle := w.newRunner(poolName, busy)
+	w.startOn(idle.Name, node)
+	w.eventually("the idle runner online", func() (bool, error) {
+		r, err := w.getRunner(idle.Name)
+		return err == nil && r.Status.Phase == v1alpha1.RunnerIdle, nil
+	})
+	w.budgetReady(poolName, 2)
+	return busy, agent, job, idle
+}
+
 // budgetReady waits for the pool's PodDisruptionBudget to count n healthy runner pods.
 func (w *world) budgetReady(pool string, n int32) {
 	w.t.Helper()
@@ -188,23 +211,7 @@ func (w *world) budgetReady(pool string, n int32) {
 func TestDrainWaitsForBusyRunnersNotIdleOnes(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.createNode("node-a")
-	w.create(w.pool("drain").MaxRunners(4).Obj())
-	busy, agent, job := w.busyRunner("drain", "node-a")
-	// Then a warm runner, idle beside it.
-	pool := w.getPool("drain")
-	patch := client.MergeFrom(pool.DeepCopy())
-	pool.Spec.MinIdle = 1
-	if err := w.c.Patch(w.ctx(), pool, patch); err != nil {
-		t.Fatal(err)
-	}
-	idle := w.newRunner("drain", busy)
-	w.startOn(idle.Name, "node-a")
-	w.eventually("the idle runner online", func() (bool, error) {
-		r, err := w.getRunner(idle.Name)
-		return err == nil && r.Status.Phase == v1alpha1.RunnerIdle, nil
-	})
-	w.budgetReady("drain", 2)
+	busy, agent, job, idle := w.busyAndIdle("drain", "node-a")
 
 	// The busy runner's job ends a few seconds into the drain.
 	jobEnds := make(chan time.Time, 1)

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/gantry-dev/gantry/api/v1alpha1"
 	"github.com/gantry-dev/gantry/internal/testutil/stack"
 )
 
@@ -30,22 +29,7 @@ func evictionReviews(t *testing.T, result string) float64 {
 func TestEvictionWebhookLetsAnIdleRunnerGoAtOnce(t *testing.T) {
 	t.Parallel()
 	w := newWorldWith(t, stack.Options{EvictionWebhook: true})
-	w.createNode("node-evict")
-	w.create(w.pool("evict").MaxRunners(4).Obj())
-	busy, agent, job := w.busyRunner("evict", "node-evict")
-	pool := w.getPool("evict")
-	patch := client.MergeFrom(pool.DeepCopy())
-	pool.Spec.MinIdle = 1
-	if err := w.c.Patch(w.ctx(), pool, patch); err != nil {
-		t.Fatal(err)
-	}
-	idle := w.newRunner("evict", busy)
-	w.startOn(idle.Name, "node-evict")
-	w.eventually("the idle runner online", func() (bool, error) {
-		r, err := w.getRunner(idle.Name)
-		return err == nil && r.Status.Phase == v1alpha1.RunnerIdle, nil
-	})
-	w.budgetReady("evict", 2)
+	busy, agent, job, idle := w.busyAndIdle("evict", "node-evict")
 	retired, busyReviews, dryRuns := evictionReviews(t, "retired"), evictionReviews(t, "busy"), evictionReviews(t, "dry_run")
 
 	// A dry run: the budget's answer, and nothing retired.
