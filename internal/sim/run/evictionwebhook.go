@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -30,10 +31,16 @@ func (e evictionWebhook) args() []string {
 	return []string{"--eviction-webhook-bind-address=" + e.addr, "--eviction-webhook-cert-dir=" + e.certDir}
 }
 
-// servesEvictions reports whether the gantry binary bin has the eviction webhook: a
-// build from before it (--controller-binary) runs without, as it shipped.
-func servesEvictions(ctx context.Context, bin string) bool {
-	out, err := exec.CommandContext(ctx, bin, "controller", "--help").Output()
+// servesEvictions reports whether the gantry binary bin, run with the controller's
+// extra environment env (Options.GantryEnv: a test binary runs as gantry only with it),
+// has the eviction webhook: a build from before it (--controller-binary) runs without,
+// as it shipped.
+func servesEvictions(ctx context.Context, bin string, env []string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "controller", "--help")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.Output()
 	return err == nil && strings.Contains(string(out), "--eviction-webhook-bind-address")
 }
 

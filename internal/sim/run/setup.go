@@ -99,7 +99,7 @@ func startWorld(ctx context.Context, sc Scenario, opts Options) (_ *world, err e
 	}
 	webhookAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	var eviction evictionWebhook
-	if bin := cmp.Or(opts.Controller, opts.Gantry); servesEvictions(ctx, bin) {
+	if bin := cmp.Or(opts.Controller, opts.Gantry); servesEvictions(ctx, bin, opts.GantryEnv) {
 		if eviction, err = setupEvictionWebhook(ctx, w.cl.Client, ports[3], filepath.Join(opts.OutDir, "eviction-webhook"), sc.watchedNamespaces()); err != nil {
 			return nil, err
 		}
