@@ -14,12 +14,16 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/gantry-dev/gantry/api/v1alpha1"
 	simgithub "github.com/gantry-dev/gantry/internal/sim/github"
 	"github.com/gantry-dev/gantry/internal/testenv"
 	"github.com/gantry-dev/gantry/internal/testutil"
+	"github.com/gantry-dev/gantry/internal/testutil/stack"
 )
 
 // The real manager, driven through a job, a runner failure and a rate limit, exports
@@ -27,7 +31,7 @@ import (
 // and has the panels an operator needs; docs/metrics.md documents exactly the
 // gantry_* metrics it exports.
 func TestExportedMetrics(t *testing.T) {
-	w := newWorld(t)
+	w := newWorldWith(t, func(o *stack.Options) { o.EvictionWebhook = true })
 	exerciseEveryMetric(w)
 
 	families, err := metrics.Registry.Gather()
@@ -206,6 +210,15 @@ func exerciseEveryMetric(w *world) {
 		}
 		return false, nil
 	})
+	// A dry-run eviction of the busy runner's pod (kubectl drain --dry-run=server): the
+	// eviction webhook reviews it and does nothing.
+	dryRuns := findMetric(w.t, "gantry_eviction_webhook_reviews_total", map[string]string{"result": "dry_run"}).GetCounter().GetValue()
+	dry := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: kr.Name}, DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}}
+	_ = w.c.SubResource("eviction").Create(w.ctx(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: kr.Name}}, dry,
+		&client.SubResourceCreateOptions{CreateOptions: client.CreateOptions{DryRun: []string{metav1.DryRunAll}}})
+	if got := findMetric(w.t, "gantry_eviction_webhook_reviews_total", map[string]string{"result": "dry_run"}).GetCounter().GetValue(); got != dryRuns+1 {
+		t.Errorf("dry-run eviction reviews: %v, want %v", got, dryRuns+1)
+	}
 	w.updatePodStatus(kr.Name, func(p *corev1.Pod) {
 		p.Status.Phase, p.Status.Reason = corev1.PodFailed, "Evicted"
 		p.Status.Message = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 60Mi. "
